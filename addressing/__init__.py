@@ -1,0 +1,43 @@
+"""Addresses: specs, parsing to routing keys, prefix/pattern matching, distribution.
+
+Pure: imports only the standard library and attrs.
+"""
+
+from addressing.errors import AddressError
+from addressing.forwarding import Consumer, choose_balanced, choose_closest
+from addressing.keys import (
+    AddressClass,
+    RoutingKey,
+    classify,
+    parse_key,
+    routing_key,
+    strip_address,
+)
+from addressing.patterns import PatternTable, normalize_pattern, prefix_pattern
+from addressing.priority import DEFAULT_PRIORITY, effective_priority
+from addressing.spec import MAX_PHASE, MAX_PRIORITY, AddressSpec, Direction, Distribution
+from addressing.table import AddressTable
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "MAX_PHASE",
+    "MAX_PRIORITY",
+    "AddressClass",
+    "AddressError",
+    "AddressSpec",
+    "AddressTable",
+    "Consumer",
+    "Direction",
+    "Distribution",
+    "PatternTable",
+    "RoutingKey",
+    "choose_balanced",
+    "choose_closest",
+    "classify",
+    "effective_priority",
+    "normalize_pattern",
+    "parse_key",
+    "prefix_pattern",
+    "routing_key",
+    "strip_address",
+]
