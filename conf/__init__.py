@@ -1,0 +1,78 @@
+"""Hop's configuration: qdrouterd.conf (and its JSON form) to a typed ``RouterConf``.
+
+Reads the conf syntax with a lark grammar, types every attribute with the
+schema declared on the section classes, builds the addressing, link-route
+and auto-link specs, and reports every problem as ``file:line:col: message``
+in one ``ConfError``.  Must not import the router, proton or click.
+"""
+
+from addressing import Direction, Distribution
+from conf.connections import (
+    AddressFamily,
+    ConnectorSection,
+    ListenerSection,
+    Role,
+    StripAnnotations,
+)
+from conf.diagnostics import ConfError, Diagnostic
+from conf.entities import ENTITY_TYPES, EntityType
+from conf.loading import DEFAULT_CONF_TEXT, load, parse
+from conf.logs import LOG_LEVELS, LogModule, LogSection
+from conf.model import RouterConf
+from conf.names import camel_case
+from conf.render import render
+from conf.routing import (
+    AddressSection,
+    AutoLinkSection,
+    BindingSection,
+    ExchangeSection,
+    LinkDistribution,
+    LinkRouteSection,
+    MatchMethod,
+)
+from conf.sections import (
+    AuthServicePluginSection,
+    PolicySection,
+    RouterMode,
+    RouterSection,
+    SslProfileSection,
+    VhostSection,
+)
+from conf.types import port_number
+
+__all__ = [
+    "DEFAULT_CONF_TEXT",
+    "ENTITY_TYPES",
+    "LOG_LEVELS",
+    "AddressFamily",
+    "AddressSection",
+    "AuthServicePluginSection",
+    "AutoLinkSection",
+    "BindingSection",
+    "ConfError",
+    "ConnectorSection",
+    "Diagnostic",
+    "Direction",
+    "Distribution",
+    "EntityType",
+    "ExchangeSection",
+    "LinkDistribution",
+    "LinkRouteSection",
+    "ListenerSection",
+    "LogModule",
+    "LogSection",
+    "MatchMethod",
+    "PolicySection",
+    "Role",
+    "RouterConf",
+    "RouterMode",
+    "RouterSection",
+    "SslProfileSection",
+    "StripAnnotations",
+    "VhostSection",
+    "camel_case",
+    "load",
+    "parse",
+    "port_number",
+    "render",
+]

@@ -1,0 +1,316 @@
+"""The ``listener`` and ``connector`` sections (reference 3.2, 3.3, 3.5).
+
+Owns the attributes of the two connection-making entities, their defaults
+and the checks that need only one section (openProperties refused on
+router-to-router roles).  Checks against the router mode live in
+``conf.build``.  It must not open sockets or resolve host names.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from conf.document import JsonValue
+from conf.fields import Problem, Section, setting
+from conf.types import (
+    INT32_MAX,
+    UINT32_MAX,
+    BooleanType,
+    EnumType,
+    IntegerType,
+    JsonMapType,
+    PortType,
+    StringType,
+    port_number,
+)
+
+__all__ = ["AddressFamily", "ConnectorSection", "ListenerSection", "Role", "StripAnnotations"]
+
+
+class Role(enum.Enum):
+    """Role of the connections a listener accepts or a connector makes (reference 3.5)."""
+
+    NORMAL = "normal"
+    INTER_ROUTER = "inter-router"
+    ROUTE_CONTAINER = "route-container"
+    EDGE = "edge"
+
+
+class StripAnnotations(enum.Enum):
+    """Which router message annotations are stripped on normal connections."""
+
+    IN = "in"
+    OUT = "out"
+    BOTH = "both"
+    NO = "no"
+
+
+class AddressFamily(enum.Enum):
+    """``socketAddressFamily``; like qdrouterd, only reported, the host literal decides."""
+
+    IPV4 = "IPv4"
+    IPV6 = "IPv6"
+
+
+_RESERVED_PROPERTIES = frozenset(
+    {"product", "version", "failover-server-list", "network-host", "port", "scheme", "hostname"}
+)
+_LOGGED_FIELDS = frozenset(
+    {
+        "message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
+        "content-encoding", "absolute-expiry-time", "creation-time", "group-id",
+        "group-sequence", "reply-to-group-id", "app-properties",
+    }
+)  # fmt: skip
+
+
+def _check_property_key(key: str) -> str | None:
+    """Reference 2.5; Hop also reserves ``scheme`` and ``hostname`` (qdrouterd's typo)."""
+    if not key.isascii():
+        return f"openProperties keys must be ASCII, got {key!r}"
+    if key in _RESERVED_PROPERTIES or key.startswith(("qd.", "x-opt-qd.")):
+        return f"reserved key {key!r} is not allowed in openProperties"
+    return None
+
+
+def _check_logged_fields(text: str) -> str | None:
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if words in (["all"], ["none"]):
+        return None
+    for word in words:
+        if word not in _LOGGED_FIELDS:
+            allowed = ", ".join(sorted(_LOGGED_FIELDS))
+            return f"expected 'all', 'none' or a comma list of {allowed}; got {word!r}"
+    return None if words else "expected 'all', 'none' or a comma list of message fields, got ''"
+
+
+def _check_open_properties(role: Role, properties: dict[str, JsonValue] | None) -> list[Problem]:
+    if properties is not None and role in (Role.INTER_ROUTER, Role.EDGE):
+        return [("openProperties", f"openProperties not allowed for role {role.value!r}")]
+    return []
+
+
+_NAME = setting("name", StringType(), "unique name; route-container matching uses it")
+_FAMILY = setting(
+    "socketAddressFamily",
+    EnumType(AddressFamily),
+    "address family; only reported, as in qdrouterd (the host literal decides)",
+    aliases=("protocolFamily",),
+)
+_ROLE = setting(
+    "role", EnumType(Role), "role of the connections (inter-router needs mode interior)"
+)
+_COST = setting("cost", IntegerType(1, INT32_MAX), "inter-router link cost")
+_SSL_PROFILE = setting("sslProfile", StringType(), "name of an sslProfile section; enables TLS")
+_SASL_MECHANISMS = setting("saslMechanisms", StringType(), "space-separated SASL mechanisms")
+_MAX_FRAME_SIZE = setting(
+    "maxFrameSize",
+    IntegerType(512, UINT32_MAX),
+    "max-frame-size offered in OPEN, in bytes (Hop refuses values below 512)",
+)
+_MAX_SESSIONS = setting(
+    "maxSessions", IntegerType(0, UINT32_MAX), "sessions per connection; 0 or >32768 mean 32768"
+)
+_MAX_SESSION_FRAMES = setting(
+    "maxSessionFrames",
+    IntegerType(0, UINT32_MAX),
+    "session incoming window in frames; 0 means unlimited",
+)
+_IDLE_TIMEOUT = setting(
+    "idleTimeoutSeconds", IntegerType(0, INT32_MAX), "local idle timeout; 0 disables it"
+)
+_STRIP = setting(
+    "stripAnnotations",
+    EnumType(StripAnnotations),
+    "router annotations stripped on normal connections",
+)
+_LINK_CAPACITY = setting(
+    "linkCapacity",
+    IntegerType(0, INT32_MAX),
+    "credit window granted to senders per link; 0 means 250",
+)
+_LOG_MESSAGE = setting(
+    "messageLoggingComponents",
+    StringType("string: all, none or a comma list of message fields", _check_logged_fields),
+    "message fields logged at trace on module MESSAGE",
+    aliases=("logMessage",),
+)
+_POLICY_VHOST = setting("policyVhost", StringType(), "vhost policy applied to these connections")
+_OPEN_PROPERTIES = setting(
+    "openProperties",
+    JsonMapType("JSON map with string keys", check_key=_check_property_key),
+    "extra OPEN properties; not for inter-router or edge roles, reserved keys refused",
+)
+
+
+class _PortHelpers:
+    port: str
+
+    @property
+    def port_number(self) -> int:
+        """The TCP port: ``amqp`` is 5672, ``amqps`` 5671, otherwise the number."""
+        return port_number(self.port)
+
+    @property
+    def is_ephemeral_port(self) -> bool:
+        """True when the port is 0: the system picks one when the listener binds."""
+        return self.port_number == 0
+
+
+@attrs.frozen(kw_only=True)
+class ListenerSection(Section, _PortHelpers):
+    """A ``listener``: where the router accepts connections."""
+
+    name: str | None = attrs.field(default=None, metadata=_NAME)
+    host: str = attrs.field(
+        default="",
+        metadata=setting("host", StringType(), "address to bind; empty means all local addresses"),
+    )
+    port: str = attrs.field(
+        default="amqp",
+        metadata=setting("port", PortType(allow_zero=True), "port to bind; 0 picks a free port"),
+    )
+    socket_address_family: AddressFamily | None = attrs.field(default=None, metadata=_FAMILY)
+    role: Role = attrs.field(default=Role.NORMAL, metadata=_ROLE)
+    cost: int = attrs.field(default=1, metadata=_COST)
+    ssl_profile: str | None = attrs.field(default=None, metadata=_SSL_PROFILE)
+    sasl_mechanisms: str | None = attrs.field(default=None, metadata=_SASL_MECHANISMS)
+    authenticate_peer: bool = attrs.field(
+        default=False,
+        metadata=setting("authenticatePeer", BooleanType(), "require an authenticated peer"),
+    )
+    sasl_plugin: str | None = attrs.field(
+        default=None,
+        metadata=setting("saslPlugin", StringType(), "name of an authServicePlugin section"),
+    )
+    require_encryption: bool = attrs.field(
+        default=False,
+        metadata=setting("requireEncryption", BooleanType(), "refuse unencrypted connections"),
+    )
+    require_ssl: bool = attrs.field(
+        default=False,
+        metadata=setting("requireSsl", BooleanType(), "refuse connections without TLS"),
+    )
+    trusted_certs_file: str | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "trustedCertsFile",
+            StringType("path"),
+            "unused (use sslProfile caCertFile)",
+            aliases=("trustedCerts",),
+        ),
+    )
+    max_frame_size: int = attrs.field(default=16384, metadata=_MAX_FRAME_SIZE)
+    max_sessions: int = attrs.field(default=32768, metadata=_MAX_SESSIONS)
+    max_session_frames: int = attrs.field(default=0, metadata=_MAX_SESSION_FRAMES)
+    idle_timeout_seconds: int = attrs.field(default=16, metadata=_IDLE_TIMEOUT)
+    initial_handshake_timeout_seconds: int = attrs.field(
+        default=0,
+        metadata=setting(
+            "initialHandshakeTimeoutSeconds",
+            IntegerType(0, INT32_MAX),
+            "close connections that send no OPEN within this time; 0 disables",
+        ),
+    )
+    strip_annotations: StripAnnotations = attrs.field(
+        default=StripAnnotations.BOTH, metadata=_STRIP
+    )
+    link_capacity: int = attrs.field(default=250, metadata=_LINK_CAPACITY)
+    multi_tenant: bool = attrs.field(
+        default=False,
+        metadata=setting("multiTenant", BooleanType(), "prefix addresses with the vhost"),
+    )
+    failover_urls: str | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "failoverUrls",
+            StringType("string: comma list of [scheme://]host[:port]"),
+            "failover list advertised to clients in OPEN",
+            aliases=("failoverList",),
+        ),
+    )
+    healthz: bool = attrs.field(
+        default=True, metadata=setting("healthz", BooleanType(), "HTTP health endpoint")
+    )
+    metrics: bool = attrs.field(
+        default=True, metadata=setting("metrics", BooleanType(), "HTTP metrics endpoint")
+    )
+    websockets: bool = attrs.field(
+        default=True, metadata=setting("websockets", BooleanType(), "AMQP over WebSocket")
+    )
+    http: bool = attrs.field(
+        default=False,
+        metadata=setting("http", BooleanType(), "listener speaks HTTP instead of raw AMQP"),
+    )
+    http_root_dir: str | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "httpRootDir", StringType("path"), "static file root for HTTP", aliases=("httpRoot",)
+        ),
+    )
+    message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)
+    policy_vhost: str | None = attrs.field(default=None, metadata=_POLICY_VHOST)
+    open_properties: dict[str, JsonValue] | None = attrs.field(
+        default=None, metadata=_OPEN_PROPERTIES
+    )
+
+    def problems(self) -> list[Problem]:
+        return _check_open_properties(self.role, self.open_properties)
+
+
+@attrs.frozen(kw_only=True)
+class ConnectorSection(Section, _PortHelpers):
+    """A ``connector``: a connection the router keeps making to a peer."""
+
+    name: str | None = attrs.field(default=None, metadata=_NAME)
+    host: str = attrs.field(
+        default="127.0.0.1", metadata=setting("host", StringType(), "peer host")
+    )
+    port: str = attrs.field(
+        default="amqp", metadata=setting("port", PortType(allow_zero=False), "peer port")
+    )
+    socket_address_family: AddressFamily | None = attrs.field(default=None, metadata=_FAMILY)
+    role: Role = attrs.field(default=Role.NORMAL, metadata=_ROLE)
+    cost: int = attrs.field(default=1, metadata=_COST)
+    ssl_profile: str | None = attrs.field(default=None, metadata=_SSL_PROFILE)
+    sasl_mechanisms: str | None = attrs.field(default=None, metadata=_SASL_MECHANISMS)
+    allow_redirect: bool = attrs.field(
+        default=True,
+        metadata=setting("allowRedirect", BooleanType(), "unused, as in qdrouterd"),
+    )
+    max_frame_size: int = attrs.field(default=16384, metadata=_MAX_FRAME_SIZE)
+    max_sessions: int = attrs.field(default=32768, metadata=_MAX_SESSIONS)
+    max_session_frames: int = attrs.field(default=0, metadata=_MAX_SESSION_FRAMES)
+    idle_timeout_seconds: int = attrs.field(default=16, metadata=_IDLE_TIMEOUT)
+    strip_annotations: StripAnnotations = attrs.field(
+        default=StripAnnotations.BOTH, metadata=_STRIP
+    )
+    link_capacity: int = attrs.field(default=250, metadata=_LINK_CAPACITY)
+    message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)
+    open_properties: dict[str, JsonValue] | None = attrs.field(
+        default=None, metadata=_OPEN_PROPERTIES
+    )
+    verify_hostname: bool = attrs.field(
+        default=True,
+        metadata=setting(
+            "verifyHostname",
+            BooleanType(),
+            "with TLS, check the server certificate name against the host",
+            aliases=("verifyHostName",),
+        ),
+    )
+    sasl_username: str | None = attrs.field(
+        default=None, metadata=setting("saslUsername", StringType(), "SASL user name")
+    )
+    sasl_password: str | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "saslPassword", StringType(), "SASL password: env:VAR, file:PATH, pass:TEXT or text"
+        ),
+    )
+    policy_vhost: str | None = attrs.field(default=None, metadata=_POLICY_VHOST)
+
+    def problems(self) -> list[Problem]:
+        return _check_open_properties(self.role, self.open_properties)

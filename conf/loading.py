@@ -1,0 +1,90 @@
+"""Entry points: ``parse`` text, ``load`` a file, and the embedded default configuration.
+
+Owns choosing the syntax (a name ending in ``.json`` is the JSON form),
+reading the file, and raising one ``ConfError`` with every diagnostic.  It
+must not configure logging or start anything.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conf.build import build_conf
+from conf.confform import read_conf
+from conf.diagnostics import FILE_POSITION, ConfError, Diagnostic, DiagnosticSink
+from conf.jsonform import read_json
+from conf.model import RouterConf
+
+__all__ = ["DEFAULT_CONF_TEXT", "load", "parse"]
+
+DEFAULT_CONF_TEXT = """\
+# hopd's built-in configuration: a standalone router that accepts
+# unauthenticated connections on the loopback interface only.
+
+router {
+    mode: standalone
+    id: Hop
+}
+
+listener {
+    host: 127.0.0.1
+    port: 5672
+    saslMechanisms: ANONYMOUS
+    authenticatePeer: no
+}
+"""
+
+
+def parse(text: str, filename: str) -> RouterConf:
+    """Parse and validate a configuration.
+
+    Args:
+        text: the file's content.
+        filename: used in diagnostics; a name ending in ``.json`` selects the JSON form.
+
+    Returns:
+        The validated configuration; a missing ``router`` or ``policy``
+        section is replaced by one with default settings.
+
+    Raises:
+        ConfError: listing every problem found, in file order.
+    """
+    sink = DiagnosticSink(filename)
+    raw = read_json(text, sink) if filename.endswith(".json") else read_conf(text, sink)
+    if not raw and not len(sink):
+        sink.error(FILE_POSITION, "configuration is empty: expected at least one section")
+    conf = build_conf(raw, sink)
+    sink.raise_if_any()
+    assert conf is not None
+    return conf
+
+
+def load(path: str | os.PathLike[str]) -> RouterConf:
+    """Read and parse the configuration file at ``path``.
+
+    Raises:
+        ConfError: when the file cannot be read (missing, unreadable, not
+            UTF-8), is empty, or is invalid.
+    """
+    filename = os.fspath(path)
+    try:
+        data = Path(filename).read_bytes()
+    except FileNotFoundError:
+        raise _file_error(filename, "configuration file not found") from None
+    except OSError as error:
+        raise _file_error(filename, f"cannot read configuration file: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        diagnostic = Diagnostic(
+            filename=filename, line=line, column=column, message="invalid UTF-8 byte sequence"
+        )
+        raise ConfError([diagnostic]) from None
+    return parse(text, filename)
+
+
+def _file_error(filename: str, message: str) -> ConfError:
+    return ConfError([Diagnostic(filename=filename, line=0, column=0, message=message)])

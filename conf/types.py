@@ -1,0 +1,235 @@
+"""Value types of configuration attributes: converting a written value, describing and writing it.
+
+Owns the rules of reference section 2.4 (strings, integers with ranges,
+yes/no booleans, enumerations that also take their index, ports, JSON maps)
+as Hop applies them.  A type only sees one value: it must not look at other
+attributes or sections.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import json
+import re
+from collections.abc import Callable, Sequence
+
+from conf.diagnostics import Position
+from conf.document import JsonValue, Node, ObjectValue, describe_kind, to_plain
+
+UINT32_MAX = 4294967295
+INT32_MAX = 2147483647
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_TRUE_WORDS = frozenset({"yes", "true", "on"})
+_FALSE_WORDS = frozenset({"no", "false", "off"})
+_SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
+
+
+class ValueTypeError(Exception):
+    """A value does not fit its type; ``pos`` points inside the value when known."""
+
+    def __init__(self, message: str, pos: Position | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+
+def _text(node: Node, expected: str) -> str:
+    """The value as text: strings as written, JSON integers as digits (qdrouterd's ``str()``)."""
+    value = node.value
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueTypeError(f"expected {expected}, got {describe_kind(node)}")
+
+
+class ValueType(abc.ABC):
+    """How one kind of attribute value is read, described and written."""
+
+    #: The value is written as JSON text, never quoted as a string.
+    writes_json = False
+
+    @abc.abstractmethod
+    def convert(self, node: Node) -> object:
+        """Type the written value.
+
+        Raises:
+            ValueTypeError: when the value does not fit, saying what was expected and got.
+        """
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """A short description for the manual page, e.g. ``integer 0..65535``."""
+
+    def format(self, value: object) -> str:
+        """The text of ``value`` in the conf syntax (before any quoting)."""
+        return str(value)
+
+
+class StringType(ValueType):
+    """Any string; ``check`` may refuse some, returning the reason."""
+
+    def __init__(
+        self, description: str = "string", check: Callable[[str], str | None] | None = None
+    ) -> None:
+        self._description = description
+        self._check = check
+
+    def convert(self, node: Node) -> str:
+        text = _text(node, "a string")
+        if self._check is not None:
+            reason = self._check(text)
+            if reason is not None:
+                raise ValueTypeError(reason)
+        return text
+
+    def describe(self) -> str:
+        return self._description
+
+
+class IntegerType(ValueType):
+    """A base-10 integer between ``minimum`` and ``maximum`` inclusive."""
+
+    def __init__(self, minimum: int, maximum: int) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(self, node: Node) -> int:
+        text = _text(node, "an integer")
+        if not _INTEGER.fullmatch(text.strip()):
+            raise ValueTypeError(f"expected an integer, got {text!r}")
+        number = int(text)
+        if not self.minimum <= number <= self.maximum:
+            raise ValueTypeError(
+                f"expected an integer between {self.minimum} and {self.maximum}, got {number}"
+            )
+        return number
+
+    def describe(self) -> str:
+        return f"integer {self.minimum}..{self.maximum}"
+
+
+class BooleanType(ValueType):
+    """``yes``/``true``/``on`` or ``no``/``false``/``off`` in any case, or a JSON boolean."""
+
+    def convert(self, node: Node) -> bool:
+        if isinstance(node.value, bool):
+            return node.value
+        if isinstance(node.value, str):
+            word = node.value.lower()
+            if word in _TRUE_WORDS:
+                return True
+            if word in _FALSE_WORDS:
+                return False
+            shown: str = repr(node.value)
+        else:
+            shown = describe_kind(node)
+        raise ValueTypeError(f"expected a boolean (yes/true/on or no/false/off), got {shown}")
+
+    def describe(self) -> str:
+        return "boolean"
+
+    def format(self, value: object) -> str:
+        return "yes" if value else "no"
+
+
+class EnumType(ValueType):
+    """One of an enumeration's values, or (as qdrouterd allows) its 0-based index."""
+
+    def __init__(self, enum_type: type[enum.Enum]) -> None:
+        self.enum_type = enum_type
+        self.members: Sequence[enum.Enum] = list(enum_type)
+
+    def convert(self, node: Node) -> enum.Enum:
+        text = _text(node, "a name")
+        for member in self.members:
+            if member.value == text:
+                return member
+        if _INTEGER.fullmatch(text) and 0 <= int(text) < len(self.members):
+            return self.members[int(text)]
+        choices = ", ".join(repr(m.value) for m in self.members)
+        raise ValueTypeError(
+            f"expected one of {choices} (or an index 0..{len(self.members) - 1}), got {text!r}"
+        )
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(str(m.value) for m in self.members)
+
+    def format(self, value: object) -> str:
+        assert isinstance(value, self.enum_type)
+        return str(value.value)
+
+
+def port_number(port: str) -> int:
+    """The TCP port a valid port value names: ``amqp`` is 5672, ``amqps`` 5671."""
+    if port in _SERVICE_PORTS:
+        return _SERVICE_PORTS[port]
+    return int(port)
+
+
+class PortType(ValueType):
+    """A port number 0..65535 (1..65535 unless ``allow_zero``) or ``amqp``/``amqps``.
+
+    qdrouterd resolves any service name through the services database; Hop
+    knows only these two, so a configuration does not depend on
+    ``/etc/services``.  The written text is kept (ports are strings).
+    """
+
+    def __init__(self, *, allow_zero: bool) -> None:
+        self.minimum = 0 if allow_zero else 1
+
+    def convert(self, node: Node) -> str:
+        text = _text(node, "a port")
+        if text in _SERVICE_PORTS:
+            return text
+        digits = _INTEGER.fullmatch(text) and not text.startswith(("+", "-"))
+        if digits and self.minimum <= int(text) <= 65535:
+            return text
+        raise ValueTypeError(
+            f"expected a port number {self.minimum}..65535, 'amqp' or 'amqps', got {text!r}"
+        )
+
+    def describe(self) -> str:
+        return f"port: {self.minimum}..65535, amqp (5672) or amqps (5671)"
+
+
+class JsonMapType(ValueType):
+    """A JSON object with string keys; ``check_key`` may refuse keys (returning why)."""
+
+    writes_json = True
+
+    def __init__(
+        self,
+        description: str,
+        check_key: Callable[[str], str | None] | None = None,
+        check_value: Callable[[str, Node], None] | None = None,
+    ) -> None:
+        self._description = description
+        self._check_key = check_key
+        self._check_value = check_value
+
+    def convert(self, node: Node) -> dict[str, JsonValue]:
+        if not isinstance(node.value, ObjectValue):
+            raise ValueTypeError(f"expected a JSON map {{...}}, got {describe_kind(node)}")
+        seen: set[str] = set()
+        for key, value in node.value.members:
+            assert isinstance(key.value, str)
+            if key.value in seen:
+                raise ValueTypeError(f"duplicate key {key.value!r}", key.pos)
+            seen.add(key.value)
+            reason = self._check_key(key.value) if self._check_key is not None else None
+            if reason is not None:
+                raise ValueTypeError(reason, key.pos)
+            if self._check_value is not None:
+                self._check_value(key.value, value)
+        plain = to_plain(node)
+        assert isinstance(plain, dict)
+        return plain
+
+    def describe(self) -> str:
+        return self._description
+
+    def format(self, value: object) -> str:
+        return json.dumps(value)

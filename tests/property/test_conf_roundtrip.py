@@ -1,0 +1,240 @@
+"""Property: ``parse(render(conf)) == conf`` for any valid RouterConf.
+
+Section strategies are derived from the schema metadata, so a new attribute
+is covered without touching this file; only the strings a check restricts
+and the rules across sections (unique names, role against mode, references,
+the domain specs' own rules) are handled by hand.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any, TypeVar
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from addressing import AddressError
+from autolink import AutoLinkError
+from conf import (
+    LOG_LEVELS,
+    AddressSection,
+    AuthServicePluginSection,
+    AutoLinkSection,
+    BindingSection,
+    ConnectorSection,
+    ExchangeSection,
+    LinkRouteSection,
+    ListenerSection,
+    LogSection,
+    PolicySection,
+    Role,
+    RouterConf,
+    RouterMode,
+    RouterSection,
+    SslProfileSection,
+    VhostSection,
+    parse,
+    render,
+)
+from conf.fields import Section, schema_fields
+from conf.types import (
+    BooleanType,
+    EnumType,
+    IntegerType,
+    JsonMapType,
+    PortType,
+    StringType,
+    ValueType,
+)
+from linkroute import LinkRouteError
+
+S = TypeVar("S", bound=Section)
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+property_keys = st.text(
+    string.ascii_letters + string.digits + "-_.:", min_size=1, max_size=10
+).filter(
+    lambda key: (
+        key not in {"product", "version", "port", "scheme", "hostname", "network-host"}
+        and not key.startswith(("qd.", "x-opt-qd."))
+    )
+)
+group_settings = st.sampled_from(["users", "remoteHosts", "maxSenders", "allowDynamicSource"])
+log_enables = st.just("none") | st.lists(
+    st.sampled_from([*LOG_LEVELS, *(level + "+" for level in LOG_LEVELS)]), min_size=1, max_size=3
+).map(", ".join)
+router_ids = st.text(
+    st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")),
+    min_size=1,
+    max_size=20,
+)
+token_text = st.text(min_size=1, max_size=10).filter(
+    lambda text: bool(text.replace(".", "").replace("/", ""))
+)
+
+SPECIAL_STRINGS: dict[str, st.SearchStrategy[str]] = {
+    "id": router_ids,
+    "enable": log_enables,
+    "protocols": st.lists(
+        st.sampled_from(["TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"]), min_size=1, max_size=3
+    ).map(" ".join),
+    "uidFormat": st.text("csloun125", min_size=1, max_size=4),
+    "messageLoggingComponents": st.sampled_from(["all", "none", "to,subject", "message-id"]),
+    "prefix": token_text,
+    "pattern": token_text,
+}
+
+
+def value_strategy(conf_name: str, value_type: ValueType) -> st.SearchStrategy[Any]:
+    if isinstance(value_type, StringType):
+        return SPECIAL_STRINGS.get(conf_name, st.text(max_size=12))
+    if isinstance(value_type, IntegerType):
+        return st.integers(value_type.minimum, value_type.maximum)
+    if isinstance(value_type, BooleanType):
+        return st.booleans()
+    if isinstance(value_type, EnumType):
+        return st.sampled_from(list(value_type.enum_type))
+    if isinstance(value_type, PortType):
+        return st.sampled_from(["amqp", "amqps"]) | st.integers(value_type.minimum, 65535).map(str)
+    assert isinstance(value_type, JsonMapType)
+    if conf_name == "groups":
+        return st.dictionaries(
+            st.text(max_size=6),
+            st.dictionaries(group_settings, json_scalars, max_size=2),
+            max_size=2,
+        )
+    return st.dictionaries(property_keys, json_values, max_size=3)
+
+
+def sections(cls: type[S], **overrides: st.SearchStrategy[Any]) -> st.SearchStrategy[S]:
+    """Sections of ``cls`` with every attribute drawn from its schema type."""
+    fields: dict[str, st.SearchStrategy[Any]] = {}
+    for field in schema_fields(cls):
+        strategy = value_strategy(field.schema.conf_name, field.schema.type)
+        if field.required:
+            fields[field.field.name] = strategy
+        else:
+            fields[field.field.name] = st.just(field.default) | strategy
+    fields.update(overrides)
+    return st.builds(cls, **fields)
+
+
+names = st.none() | st.text(max_size=8)
+
+
+def allowed(role: Role, mode: RouterMode, listener: bool) -> bool:
+    if mode is RouterMode.STANDALONE:
+        return role not in (Role.INTER_ROUTER, Role.EDGE)
+    if role is Role.INTER_ROUTER:
+        return mode is RouterMode.INTERIOR
+    return not (role is Role.EDGE and mode is RouterMode.EDGE and listener)
+
+
+C = TypeVar("C", ListenerSection, ConnectorSection)
+
+
+def fix_connection(section: C, mode: RouterMode, ssl_names: list[str]) -> C:
+    """Make a listener or connector agree with the router mode and the sslProfiles."""
+    role = section.role
+    if not allowed(role, mode, isinstance(section, ListenerSection)):
+        role = Role.NORMAL
+    properties = None if role in (Role.INTER_ROUTER, Role.EDGE) else section.open_properties
+    profile = section.ssl_profile if section.ssl_profile in ssl_names else None
+    return attrs.evolve(section, role=role, open_properties=properties, ssl_profile=profile)
+
+
+def valid_specs(items: list[Any]) -> list[Any]:
+    specs = []
+    for item in items:
+        if getattr(item, "container_id", None) is not None and getattr(item, "connection", None):
+            item = attrs.evolve(item, connection=None)
+        if isinstance(item, AddressSection) and item.enable_fallback:
+            item = attrs.evolve(item, enable_fallback=False)
+        try:
+            specs.append(item.to_spec())
+        except (AddressError, LinkRouteError, AutoLinkError):
+            continue
+    return specs
+
+
+def prefix_xor_pattern(cls: type[S], **overrides: st.SearchStrategy[Any]) -> st.SearchStrategy[S]:
+    with_prefix = sections(cls, prefix=token_text, pattern=st.none(), **overrides)
+    with_pattern = sections(cls, prefix=st.none(), pattern=token_text, **overrides)
+    return with_prefix | with_pattern
+
+
+def unique_names(cls: type[S], max_size: int, **overrides: Any) -> st.SearchStrategy[list[S]]:
+    """Up to ``max_size`` sections whose names differ (or are all absent)."""
+    strategy = sections(cls, **{"name": names, **overrides})
+    return st.lists(strategy, max_size=max_size, unique_by=lambda s: getattr(s, "name", None))
+
+
+ROUTERS = sections(RouterSection)
+SSL_PROFILES = unique_names(SslProfileSection, 1)
+LISTENERS = unique_names(ListenerSection, 2)
+CONNECTORS = unique_names(ConnectorSection, 1)
+EXCHANGES = unique_names(ExchangeSection, 1, name=st.text(min_size=1, max_size=6))
+BINDINGS = st.lists(sections(BindingSection), max_size=1)
+LOGS = st.lists(sections(LogSection), max_size=2, unique_by=(lambda s: s.module, lambda s: s.name))
+VHOSTS = st.lists(
+    sections(VhostSection), max_size=2, unique_by=(lambda s: s.hostname, lambda s: s.name)
+)
+ADDRESSES = st.lists(
+    prefix_xor_pattern(AddressSection, name=names), max_size=2, unique_by=lambda s: s.name
+)
+LINK_ROUTES = st.lists(prefix_xor_pattern(LinkRouteSection, name=names), max_size=1)
+AUTO_LINKS = st.lists(sections(AutoLinkSection, name=names), max_size=1)
+PLUGINS = st.lists(sections(AuthServicePluginSection, ssl_profile=st.none()), max_size=1)
+POLICIES = sections(PolicySection)
+
+
+@st.composite
+def router_confs(draw: st.DrawFn) -> RouterConf:
+    router = draw(ROUTERS)
+    ssl_profiles = draw(SSL_PROFILES)
+    ssl_names = [p.name for p in ssl_profiles if p.name is not None]
+    exchanges = draw(EXCHANGES)
+    exchange_names = [e.name for e in exchanges if e.name is not None]
+    bindings = [
+        attrs.evolve(binding, exchange_name=draw(st.sampled_from(exchange_names)))
+        for binding in (draw(BINDINGS) if exchange_names else [])
+    ]
+    return RouterConf(
+        router=router,
+        listeners=tuple(
+            attrs.evolve(fix_connection(s, router.mode, ssl_names), sasl_plugin=None)
+            for s in draw(LISTENERS)
+        ),
+        connectors=tuple(fix_connection(s, router.mode, ssl_names) for s in draw(CONNECTORS)),
+        ssl_profiles=tuple(ssl_profiles),
+        auth_service_plugins=tuple(draw(PLUGINS)),
+        addresses=tuple(valid_specs(draw(ADDRESSES))),
+        link_routes=tuple(valid_specs(draw(LINK_ROUTES))),
+        auto_links=tuple(valid_specs(draw(AUTO_LINKS))),
+        logs=tuple(draw(LOGS)),
+        policy=draw(POLICIES),
+        vhosts=tuple(draw(VHOSTS)),
+        exchanges=tuple(exchanges),
+        bindings=tuple(bindings),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(router_confs())
+def test_parse_of_render_is_identity(conf: RouterConf) -> None:
+    assert parse(render(conf), "rendered.conf") == conf

@@ -1,0 +1,43 @@
+"""man/hopd.conf.5 is generated from the schema and must not be stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conf import ENTITY_TYPES, parse
+from conf.fields import schema_fields
+from conf.manpage import REGENERATE_COMMAND, render_manpage
+
+MANPAGE = Path(__file__).resolve().parents[3] / "man" / "hopd.conf.5"
+
+
+def test_manpage_is_up_to_date() -> None:
+    assert MANPAGE.exists(), f"man/hopd.conf.5 is missing; generate it with: {REGENERATE_COMMAND}"
+    assert MANPAGE.read_text(encoding="utf-8") == render_manpage(), (
+        f"man/hopd.conf.5 is stale; regenerate it with: {REGENERATE_COMMAND}"
+    )
+
+
+def test_manpage_documents_every_section_and_attribute() -> None:
+    page = render_manpage()
+    for entity in ENTITY_TYPES:
+        assert f"\n.SS {entity.conf_name}\n" in page
+        for field in schema_fields(entity.cls):
+            assert f"\\fB{field.schema.conf_name}\\fR (" in page
+            for alias in field.schema.aliases:
+                assert f"\\fB{alias}\\fR" in page
+
+
+def test_manpage_has_the_standard_sections() -> None:
+    page = render_manpage()
+    for heading in ("NAME", "SYNOPSIS", "DESCRIPTION", "EXAMPLES", "SEE ALSO"):
+        assert f"\n.SH {heading}\n" in page
+    assert ".BR hopd (8)" in page
+
+
+def test_manpage_example_is_a_valid_configuration() -> None:
+    page = render_manpage()
+    example = page.split("\n.SH EXAMPLES\n", 1)[1].split("\n.nf\n", 1)[1].split("\n.fi\n")[0]
+    conf = parse(example, "example.conf")
+    assert conf.router.id == "Hop"
+    assert [spec.pattern for spec in conf.addresses] == [None, "news.#"]
