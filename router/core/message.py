@@ -1,0 +1,612 @@
+"""Router message annotations on encoded AMQP 1.0 messages: the per-message path.
+
+Owns:
+  * ``scan``: walking the top-level sections of an encoded message (AMQP 1.0
+    part 3.2) through ``properties``, recording where they are and reading the
+    header priority, ``properties.to`` and whether message-annotations carry
+    router keys;
+  * ``decode_annotations``: the router keys of qdrouterd section 5.7
+    (``x-opt-qd.ingress``, ``.trace``, ``.to``, ``.phase``, ``.stream``,
+    ``.class`` and ``x-opt-qd.``), type-checked with qdrouterd's rejection
+    texts, plus the user entries as their received bytes;
+  * ``strip_router_annotations``, ``annotate`` and ``AnnotationEncoder``:
+    re-emitting a message with its message-annotations section rewritten.
+
+Must not:
+  * import proton or anything outside the stdlib;
+  * decode application-properties or the body, or change any byte outside the
+    message-annotations section: the bare message (part 3.2) is immutable and
+    the router forwards the bytes that arrived;
+  * allocate per message beyond its results (one tuple for ``scan``); these
+    functions run for every message, see reference/python-data-plane.md;
+  * raise anything but ``MessageFormatError`` for bad input.
+
+Unlike qdrouterd (quirk 11), user entries after a router key are kept, in
+their received order. Results are NamedTuples, not attrs classes: creating one
+costs a third of an attrs/slots ``__init__`` call and they are immutable.
+"""
+
+import struct
+from typing import Final, NamedTuple
+
+from router.core.amqp_codec import (
+    DECODE_ERROR,
+    FORMAT_WIDTH,
+    INVALID_FIELD,
+    SECTION_END,
+    VAR1,
+    Buffer,
+    MessageFormatError,
+    decode_fault,
+    encode_int,
+    encode_list,
+    encode_ma_section,
+    encode_string,
+    encode_string_list,
+    encode_symbol,
+    read_int,
+    read_string,
+    section_descriptor,
+    skip,
+    u32,
+    u32x2,
+)
+
+__all__ = [
+    "DECODE_ERROR",
+    "INVALID_FIELD",
+    "NO_ANNOTATIONS",
+    "AnnotationEncoder",
+    "MessageFormatError",
+    "MessageInfo",
+    "RouterAnnotations",
+    "RouterKeys",
+    "annotate",
+    "decode_annotations",
+    "encode_string",
+    "encode_symbol",
+    "scan",
+    "strip_router_annotations",
+]
+
+# Router keys (qdrouterd 5.7); every other key, x-opt-qd.* included, is a user key.
+_PREFIX: Final = b"x-opt-qd."
+_INGRESS, _TRACE, _TO, _PHASE, _STREAM, _IGNORED = range(6)
+_ROUTER_KEYS: Final = {
+    b"x-opt-qd.ingress": _INGRESS,
+    b"x-opt-qd.trace": _TRACE,
+    b"x-opt-qd.to": _TO,
+    b"x-opt-qd.phase": _PHASE,
+    b"x-opt-qd.stream": _STREAM,
+    b"x-opt-qd.class": _IGNORED,
+    b"x-opt-qd.": _IGNORED,
+}
+_K_INGRESS: Final = encode_symbol("x-opt-qd.ingress")
+_K_TRACE: Final = encode_symbol("x-opt-qd.trace")
+_K_TO: Final = encode_symbol("x-opt-qd.to")
+_K_PHASE: Final = encode_symbol("x-opt-qd.phase")
+_K_STREAM: Final = encode_symbol("x-opt-qd.stream")
+
+# qdrouterd's rejection descriptions (section 5.3 step 4), verbatim.
+_MISSING_MAP: Final = "Invalid message annotations section - missing map type"
+_ODD_COUNT: Final = "Invalid MA map count (odd number of fields)"
+_BAD_TO: Final = "to-override not a valid string type"
+_BAD_TRACE: Final = "trace annotation is not a list"
+_BAD_TRACE_ENTRY: Final = "trace list contains non-string entries"
+_BAD_INGRESS: Final = "ingress router not a string type"
+
+_new: Final = tuple.__new__
+_DECODE_FAULTS: Final = (IndexError, struct.error, UnicodeDecodeError)
+# Below this size slicing a message copies less than a memoryview costs.
+_SLICE_LIMIT: Final = 4096
+
+
+class RouterKeys(NamedTuple):
+    """Where the router keys of a message-annotations map are (found by ``scan``).
+
+    ``user_entries`` holds the ``user_count`` other entries as received (each
+    key then value, in map order, router keys cut out). The other fields are
+    the offsets of the router keys' values, -1 when absent; a repeated key
+    counts from its last occurrence. ``x-opt-qd.class`` and ``x-opt-qd.`` are
+    recognised and dropped.
+    """
+
+    user_entries: bytes
+    user_count: int
+    ingress: int
+    trace: int
+    to: int
+    phase: int
+    stream: int
+
+
+class MessageInfo(NamedTuple):
+    """Where the sections of an encoded message are, and what the router reads.
+
+    Offsets index the scanned buffer; an absent section's offset is -1.
+    ``ma_start:ma_end`` is the message-annotations section, or the empty span
+    where one belongs when there is none; ``ma_items`` is the offset of its
+    first map entry and ``ma_count`` its number of fields (keys and values).
+    ``scan_end`` is where scanning stopped: the end of properties, or the
+    start of the first section after message-annotations that was not read.
+    ``router_keys`` is None when the annotations hold no router key.
+    """
+
+    priority: int | None
+    to: str | None
+    header: int
+    delivery_annotations: int
+    ma_start: int
+    ma_end: int
+    ma_items: int
+    ma_count: int
+    properties: int
+    scan_end: int
+    router_keys: RouterKeys | None
+
+
+class RouterAnnotations(NamedTuple):
+    """The decoded router keys of a message-annotations map, and its user entries.
+
+    ``user_entries``/``user_count`` are as in :class:`RouterKeys`;
+    ``trace_encoded`` holds the encoded entries of ``x-opt-qd.trace`` without
+    the list header, so a router appends itself without re-encoding the trace.
+    """
+
+    ingress: str | None
+    trace: list[str] | None
+    to: str | None
+    phase: int | None
+    stream: int | None
+    user_entries: bytes
+    user_count: int
+    trace_encoded: bytes
+
+
+NO_ANNOTATIONS: Final = RouterAnnotations(None, None, None, None, None, b"", 0, b"")
+
+
+def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
+    """Locate the sections of an encoded message, up to and including properties.
+
+    Section sizes, the header priority, the annotations map and
+    ``properties.to`` are validated; the contents of other sections are not.
+    An absent body is accepted.
+
+    Args:
+        data: one whole encoded message (the payload of its transfers).
+        read_to: read ``properties.to``; without it scanning stops at the
+            properties section, as qdrouterd's does for a link with a target
+            address (section 5.3 step 2).
+
+    Returns:
+        The section offsets, header priority and ``properties.to`` (None when
+        absent) and where the router keys are.
+
+    Raises:
+        MessageFormatError: the sections are malformed, out of order or
+            truncated, message-annotations is not a map of even count, or
+            ``properties.to`` is not a string.
+    """
+    # Runs for every message: unrolled in section order (part 3.2), literal
+    # format codes instead of global names, list0/null/str8 fast paths.
+    n = len(data)
+    priority: int | None = None
+    to: str | None = None
+    header = delivery_annotations = properties = -1
+    ma_count = pos = 0
+    router_keys = None
+    try:
+        if n > 2 and data[0] == 0 and data[1] == 0x53:
+            code = data[2]
+            v = 3
+        else:
+            code, v = section_descriptor(data, 0, n)
+        if code == 0x70:  # header (part 3.2.1); priority is field 1
+            header = 0
+            c = data[v]
+            if c == 0x45:
+                pos = v + 1
+            else:
+                pos = skip(data, v, n)
+                if c == 0xC0:
+                    count = data[v + 2]
+                    p = v + 3
+                elif c == 0xD0:
+                    count = u32(data, v + 5)[0]
+                    p = v + 9
+                else:
+                    raise MessageFormatError("header section is not a list")
+                if count > 1:
+                    p = p + 1 if 0x40 <= data[p] <= 0x42 else skip(data, p, pos)
+                    if data[p] == 0x50 and p + 2 <= pos:
+                        priority = data[p + 1]
+            if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
+                code = data[pos + 2]
+                v = pos + 3
+            else:
+                code, v = section_descriptor(data, pos, n)
+        if code == 0x71:  # delivery-annotations (part 3.2.2)
+            delivery_annotations = pos
+            if data[v] != 0xC1 and data[v] != 0xD1:
+                raise MessageFormatError(f"delivery-annotations at offset {pos} is not a map")
+            pos = skip(data, v, n)
+            if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
+                code = data[pos + 2]
+                v = pos + 3
+            else:
+                code, v = section_descriptor(data, pos, n)
+        ma_start = pos
+        if code == 0x72:  # message-annotations (part 3.2.3)
+            c = data[v]
+            if c == 0xC1:
+                ma_count = data[v + 2]
+                ma_items = v + 3
+                pos = v + 2 + data[v + 1]
+            elif c == 0xD1:
+                size, ma_count = u32x2(data, v + 1)
+                ma_items = v + 9
+                pos = v + 5 + size
+            else:
+                raise MessageFormatError(_MISSING_MAP, INVALID_FIELD)
+            if ma_items > pos or pos > n:
+                raise MessageFormatError(f"message-annotations at offset {ma_start} is truncated")
+            if ma_count & 1:
+                raise MessageFormatError(_ODD_COUNT, INVALID_FIELD)
+            if type(data) is memoryview:
+                found = _PREFIX in data[ma_items:pos].tobytes()
+            else:
+                found = data.find(_PREFIX, ma_items, pos) >= 0
+            if found:
+                router_keys = _split(data, ma_items, pos, ma_count >> 1)
+            if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
+                code = data[pos + 2]
+                v = pos + 3
+            else:
+                code, v = section_descriptor(data, pos, n)
+        else:
+            ma_items = pos
+        ma_end = pos
+        if code == 0x73:  # properties (part 3.2.4); to is field 2
+            properties = pos
+            if read_to:
+                c = data[v]
+                if c == 0xC0:
+                    count = data[v + 2]
+                    p = v + 3
+                    pos = v + 2 + data[v + 1]
+                elif c == 0xD0:
+                    size, count = u32x2(data, v + 1)
+                    p = v + 9
+                    pos = v + 5 + size
+                elif c == 0x45:
+                    count = 0
+                    p = pos = v + 1
+                else:
+                    raise MessageFormatError(f"properties at offset {properties} is not a list")
+                if p > pos or pos > n:
+                    raise MessageFormatError(f"properties at offset {properties} is truncated")
+                if count > 2:
+                    if data[p] == 0x40 and data[p + 1] == 0x40:
+                        p += 2
+                    else:
+                        p = skip(data, skip(data, p, pos), pos)
+                    c = data[p]
+                    if c == 0xA1 or c == 0xA3:
+                        q = p + 2 + data[p + 1]
+                        if q > pos:
+                            raise MessageFormatError(f"properties.to at offset {p} is truncated")
+                        if type(data) is memoryview:
+                            to = str(data[p + 2 : q], "utf-8")
+                        else:
+                            to = data[p + 2 : q].decode()
+                    elif c != 0x40:
+                        q = skip(data, p, pos)
+                        to = read_string(bytes(data[p:q]), 0, q - p)
+                        if to is None:
+                            raise MessageFormatError(
+                                f"properties.to at offset {p} must be a string, got 0x{c:02x}"
+                            )
+        elif code < 0x74 or (code > 0x78 and code != SECTION_END):
+            raise _section_error(code, pos)
+    except _DECODE_FAULTS as exc:
+        raise decode_fault(exc) from None
+    return _new(
+        MessageInfo,
+        (priority, to, header, delivery_annotations, ma_start, ma_end, ma_items,
+         ma_count, properties, pos, router_keys),
+    )
+
+
+def _section_error(code: int, pos: int) -> MessageFormatError:
+    if 0x70 <= code <= 0x73:  # header .. properties
+        return MessageFormatError(f"section 0x{code:02x} at offset {pos} is out of order")
+    return MessageFormatError(f"unknown section descriptor at offset {pos}")
+
+
+def _split(data: Buffer, start: int, end: int, pairs: int) -> RouterKeys | None:
+    """Find the router keys among the ``pairs`` map entries at ``data[start:end]``."""
+    base = 0
+    if type(data) is not bytes:  # work on bytes: slices must hash
+        base = start
+        data = bytes(data[start:end])
+        start, end = 0, end - start
+    found = [-1] * 6  # value offset by key kind
+    runs: list[bytes] = []  # stretches of user entries
+    run = pos = start
+    users = 0
+    width = FORMAT_WIDTH
+    for _ in range(pairs):
+        entry = pos
+        c = data[pos]
+        if c == 0xA3:
+            pos += 2 + data[pos + 1]
+            kind = _ROUTER_KEYS.get(data[entry + 2 : pos], -1)
+        elif c == 0xB3:
+            pos = skip(data, pos, end)
+            kind = _ROUTER_KEYS.get(data[entry + 5 : pos], -1)
+        else:
+            pos = skip(data, pos, end)
+            kind = -1
+        value = pos
+        w = width[data[pos]]
+        if w >= 0:
+            pos += 1 + w
+        elif w == VAR1:
+            pos += 2 + data[pos + 1]
+        else:
+            pos = skip(data, pos, end)
+        if pos > end:
+            raise MessageFormatError(f"message-annotations entry at offset {entry + base} overruns")
+        if kind < 0:
+            users += 1
+        else:
+            found[kind] = value + base
+            if run < entry:
+                runs.append(data[run:entry])
+            run = pos
+    if pos != end:
+        raise MessageFormatError(f"message-annotations map has {end - pos} bytes past its entries")
+    if run == start:
+        return None
+    if run < end:
+        runs.append(data[run:end])
+    return _new(
+        RouterKeys, (b"".join(runs), users, found[0], found[1], found[2], found[3], found[4])
+    )
+
+
+def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
+    """Decode and type-check the router keys of a scanned message (qdrouterd 5.7).
+
+    A connection with inbound stripping skips this: router keys are then
+    dropped unread, without rejection (section 5.3 step 4).
+
+    Args:
+        data: the message ``info`` was scanned from.
+        info: ``scan(data)``.
+
+    Returns:
+        The router key values (None where absent) and the user entries.
+
+    Raises:
+        MessageFormatError: a router key of the wrong type (condition
+            ``amqp:invalid-field``, qdrouterd's description) or a malformed value.
+    """
+    keys = info.router_keys
+    if keys is None:
+        if info.ma_start == info.ma_end:
+            return NO_ANNOTATIONS
+        user = bytes(data[info.ma_items : info.ma_end])
+        return RouterAnnotations(None, None, None, None, None, user, info.ma_count >> 1, b"")
+    end = info.ma_end
+    if type(data) is memoryview:
+        data = data[:end].tobytes()
+    ingress = to = None
+    trace = phase = stream = None
+    trace_encoded = b""
+    try:
+        if keys.ingress >= 0:
+            ingress = read_string(data, keys.ingress, skip(data, keys.ingress, end))
+            if ingress is None:
+                raise MessageFormatError(_BAD_INGRESS, INVALID_FIELD)
+        if keys.trace >= 0:
+            trace, trace_encoded = _decode_trace(data, keys.trace, skip(data, keys.trace, end))
+        if keys.to >= 0:
+            to = read_string(data, keys.to, skip(data, keys.to, end))
+            if to is None:
+                raise MessageFormatError(_BAD_TO, INVALID_FIELD)
+        if keys.phase >= 0:
+            phase = _read_int(data, keys.phase, end, "phase")
+        if keys.stream >= 0:
+            stream = _read_int(data, keys.stream, end, "stream")
+    except _DECODE_FAULTS as exc:
+        raise decode_fault(exc) from None
+    return RouterAnnotations(
+        ingress, trace, to, phase, stream, keys.user_entries, keys.user_count, trace_encoded
+    )
+
+
+def _read_int(data: bytes | bytearray, pos: int, end: int, name: str) -> int:
+    number = read_int(data, pos, skip(data, pos, end))
+    if number is None:
+        raise MessageFormatError(f"{name} annotation is not an integer", INVALID_FIELD)
+    return number
+
+
+def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[list[str], bytes]:
+    c = data[pos]
+    if c == 0x45:
+        return [], b""
+    if c == 0xC0:
+        count = data[pos + 2]
+        first = pos + 3
+    elif c == 0xD0:
+        count = u32(data, pos + 5)[0]
+        first = pos + 9
+    else:
+        raise MessageFormatError(_BAD_TRACE, INVALID_FIELD)
+    pos = first
+    trace = []
+    for _ in range(count):
+        c = data[pos]
+        if c == 0xA1:
+            nxt = pos + 2 + data[pos + 1]
+            if nxt > end:
+                raise MessageFormatError(f"trace entry at offset {pos} overruns the list")
+            trace.append(data[pos + 2 : nxt].decode())
+        else:
+            nxt = skip(data, pos, end)
+            entry = read_string(data, pos, nxt)
+            if entry is None:
+                raise MessageFormatError(_BAD_TRACE_ENTRY, INVALID_FIELD)
+            trace.append(entry)
+        pos = nxt
+    if pos != end:
+        raise MessageFormatError(f"trace list has {end - pos} bytes past its entries")
+    return trace, bytes(data[first:end])
+
+
+def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:
+    """Return the message without router keys; every byte outside the annotations kept.
+
+    The section is dropped when no user entries remain. Without router keys
+    ``data`` itself is returned if it is ``bytes`` (a copy otherwise: callers
+    holding a memoryview test ``info.router_keys`` first).
+
+    Args:
+        data: the message ``info`` was scanned from.
+        info: ``scan(data)``.
+    """
+    keys = info.router_keys
+    if keys is None:
+        return data if type(data) is bytes else bytes(data)
+    return _replace(data, info, keys.user_entries, keys.user_count, b"", 0)
+
+
+def _replace(
+    data: Buffer, info: MessageInfo, user: Buffer, users: int, router: bytes, routers: int
+) -> bytes:
+    """``data`` with its annotations section replaced by ``user`` then ``router`` entries."""
+    view = data if len(data) < _SLICE_LIMIT else memoryview(data)
+    fields = (users + routers) << 1
+    if not fields:
+        return b"".join((view[: info.ma_start], view[info.ma_end :]))
+    section = encode_ma_section(len(user) + len(router), fields)
+    return b"".join((view[: info.ma_start], section, user, router, view[info.ma_end :]))
+
+
+def _user_part(data: Buffer, info: MessageInfo) -> tuple[Buffer, int]:
+    keys = info.router_keys
+    if keys is not None:
+        return keys.user_entries, keys.user_count
+    if info.ma_count:
+        # scan skips a map without router keys; walk it before re-emitting it
+        # beside router keys, or the next router would reject it for us.
+        try:
+            _split(data, info.ma_items, info.ma_end, info.ma_count >> 1)
+        except _DECODE_FAULTS as exc:
+            raise decode_fault(exc) from None
+    return data[info.ma_items : info.ma_end], info.ma_count >> 1
+
+
+def _routing_entries(to: str | None, phase: int | None, stream: int | None) -> tuple[bytes, int]:
+    """Encode the entries that precede ingress and trace, in qdrouterd's order."""
+    parts = []
+    if phase:
+        parts.append(_K_PHASE + encode_int(phase))
+    if stream is not None:
+        parts.append(_K_STREAM + encode_int(stream))
+    if to is not None:
+        parts.append(_K_TO + encode_string(to))
+    return b"".join(parts), len(parts)
+
+
+def annotate(
+    data: Buffer,
+    info: MessageInfo,
+    *,
+    ingress: str,
+    trace: list[str],
+    to: str | None,
+    phase: int | None,
+    stream: int | None = None,
+) -> bytes:
+    """Return the message with its router annotations set to the given values.
+
+    The new annotations are the user entries as received, in order, then
+    ``x-opt-qd.phase`` (if non-zero), ``x-opt-qd.stream`` (if not None),
+    ``x-opt-qd.to`` (if not None), ``x-opt-qd.ingress`` and ``x-opt-qd.trace``
+    (qdrouterd 5.7). A section is inserted after header and
+    delivery-annotations if there was none. Other bytes are unchanged.
+
+    Args:
+        data: the message ``info`` was scanned from.
+        info: ``scan(data)``.
+        ingress, trace, to, phase, stream: the router key values to send.
+
+    Raises:
+        MessageFormatError: a malformed user entry (a map without router keys
+            is first walked here, not in ``scan``).
+    """
+    head, heads = _routing_entries(to, phase, stream)
+    router = head + _K_INGRESS + encode_string(ingress) + _K_TRACE + encode_string_list(trace)
+    user, users = _user_part(data, info)
+    return _replace(data, info, user, users, router, heads + 2)
+
+
+class AnnotationEncoder:
+    """``annotate`` for one router, with its own ingress and trace entry pre-encoded.
+
+    ``ingress`` is ``"0/<router_id>"`` (qdrouterd has one area, "0").
+    """
+
+    __slots__ = ("_ingress_entry", "_own", "_trace_entry", "ingress")
+
+    def __init__(self, router_id: str) -> None:
+        self.ingress = f"0/{router_id}"
+        self._own = encode_string(self.ingress)
+        self._ingress_entry = _K_INGRESS + self._own
+        self._trace_entry = _K_TRACE + encode_list(self._own, 1)
+
+    def annotate(
+        self,
+        data: Buffer,
+        info: MessageInfo,
+        annotations: RouterAnnotations | None,
+        *,
+        to: str | None,
+        phase: int | None,
+        stream: int | None = None,
+    ) -> bytes:
+        """Return the message as this router sends it where annotations are kept.
+
+        ``x-opt-qd.ingress`` is the received one, else this router;
+        ``x-opt-qd.trace`` the received one with this router appended.
+
+        Args:
+            data: the message ``info`` was scanned from.
+            info: ``scan(data)``.
+            annotations: ``decode_annotations(data, info)``, or None to drop
+                any received router keys unread (inbound stripping).
+            to, phase, stream: as for :func:`annotate`.
+
+        Raises:
+            MessageFormatError: as for :func:`annotate`.
+        """
+        user, users = _user_part(data, info)
+        router = self._ingress_entry + self._trace_entry
+        if annotations is not None and (annotations.ingress is not None or annotations.trace):
+            ingress = annotations.ingress
+            trace = annotations.trace
+            router = (
+                self._ingress_entry if ingress is None else _K_INGRESS + encode_string(ingress)
+            ) + (
+                _K_TRACE + encode_list(annotations.trace_encoded + self._own, len(trace) + 1)
+                if trace
+                else self._trace_entry
+            )
+        if not phase and stream is None and to is None:
+            return _replace(data, info, user, users, router, 2)
+        head, heads = _routing_entries(to, phase, stream)
+        return _replace(data, info, user, users, head + router, heads + 2)
