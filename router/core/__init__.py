@@ -1,0 +1,72 @@
+"""The routing core: pure, synchronous, no I/O.
+
+Address records and link binding (``Router``), the per-message records the
+data plane updates (``records``), settlement rules, and the message codec
+that reads and rewrites router annotations on encoded messages.
+"""
+
+from router.core.effects import (
+    AttachRefused,
+    BlockSender,
+    CreditEffect,
+    IncomingAccepted,
+    OutgoingAccepted,
+    UnblockSender,
+)
+from router.core.ids import ConnectionId, LinkId, RouterId
+from router.core.message import (
+    AnnotationEncoder,
+    MessageFormatError,
+    MessageInfo,
+    RouterAnnotations,
+    annotate,
+    decode_annotations,
+    scan,
+    strip_router_annotations,
+)
+from router.core.records import (
+    AddressRecord,
+    Connection,
+    Fanout,
+    InLink,
+    OutLink,
+    Role,
+    Transfer,
+)
+from router.core.router import UNAVAILABLE, Router, Unavailable, waypoint_ordinal
+from router.core.settlement import LostCopy, Outcome, fold_multicast, outcome_for_lost_copy
+
+__all__ = [
+    "UNAVAILABLE",
+    "AddressRecord",
+    "AnnotationEncoder",
+    "AttachRefused",
+    "BlockSender",
+    "Connection",
+    "ConnectionId",
+    "CreditEffect",
+    "Fanout",
+    "InLink",
+    "IncomingAccepted",
+    "LinkId",
+    "LostCopy",
+    "MessageFormatError",
+    "MessageInfo",
+    "OutLink",
+    "Outcome",
+    "OutgoingAccepted",
+    "Role",
+    "Router",
+    "RouterAnnotations",
+    "RouterId",
+    "Transfer",
+    "Unavailable",
+    "UnblockSender",
+    "annotate",
+    "decode_annotations",
+    "fold_multicast",
+    "outcome_for_lost_copy",
+    "scan",
+    "strip_router_annotations",
+    "waypoint_ordinal",
+]

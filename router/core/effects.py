@@ -1,0 +1,60 @@
+"""Effects the routing core asks the adapter to carry out.
+
+Small frozen records: what to attach, refuse, or how a sender's credit must
+change.  They are produced on control-plane events (attach, detach), never
+per message.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from router.core.records import InLink, OutLink
+
+
+@attrs.frozen(kw_only=True)
+class AttachRefused:
+    """Refuse an attach: answer it, then detach with ``condition``.
+
+    ``null_terminus`` answers with a null target/source first, as AMQP 1.0
+    2.6.3 asks of a refused attach (and as qdrouterd does for a coordinator).
+    """
+
+    condition: str
+    description: str
+    null_terminus: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class IncomingAccepted:
+    """A client sender was bound; reply with ``address`` as the target address
+    (the generated one for a dynamic target, else what the client asked)."""
+
+    link: InLink
+    address: str | None
+
+
+@attrs.frozen(kw_only=True)
+class OutgoingAccepted:
+    """A client receiver was bound; reply with ``address`` as the source
+    address (the generated one for a dynamic source)."""
+
+    link: OutLink
+    address: str | None
+
+
+@attrs.frozen(kw_only=True)
+class UnblockSender:
+    """The sender's address gained a destination: clear drain, top credit up."""
+
+    link: InLink
+
+
+@attrs.frozen(kw_only=True)
+class BlockSender:
+    """The sender's address lost its last destination: withdraw credit (drain)."""
+
+    link: InLink
+
+
+CreditEffect = UnblockSender | BlockSender

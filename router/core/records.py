@@ -1,0 +1,244 @@
+"""Mutable holders the data plane works on: connections, links, address
+records and in-flight transfers.
+
+Owns the state that changes per message (credit, queues, unsettled maps).
+The objects are plain ``__slots__`` classes rather than attrs classes: they
+are touched tens of thousands of times a second and must stay cheap.  They
+hold an opaque ``handle`` for the adapter (a proton pointer) and never call
+into it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import Any
+
+from addressing import Distribution
+from router.core.ids import ConnectionId, LinkId
+
+
+class Role(enum.Enum):
+    """Connection roles (reference 3.5)."""
+
+    NORMAL = "normal"
+    INTER_ROUTER = "inter-router"
+    ROUTE_CONTAINER = "route-container"
+    EDGE = "edge"
+
+
+class Connection:
+    """One AMQP connection as the routing core sees it."""
+
+    __slots__ = (
+        "conn_id",
+        "container_id",
+        "handle",
+        "in_links",
+        "link_capacity",
+        "out_links",
+        "role",
+        "strip_in",
+        "strip_out",
+    )
+
+    def __init__(
+        self,
+        conn_id: ConnectionId,
+        *,
+        role: Role = Role.NORMAL,
+        link_capacity: int = 250,
+        strip_in: bool = True,
+        strip_out: bool = True,
+        container_id: str = "",
+        handle: Any = None,
+    ) -> None:
+        self.conn_id = conn_id
+        self.role = role
+        self.link_capacity = link_capacity
+        self.strip_in = strip_in
+        self.strip_out = strip_out
+        self.container_id = container_id
+        self.handle = handle
+        self.in_links: dict[LinkId, InLink] = {}
+        self.out_links: dict[LinkId, OutLink] = {}
+
+    def __repr__(self) -> str:
+        return f"C{self.conn_id}"
+
+
+class AddressRecord:
+    """Routing state of one routing key (``M0orders``, ``Ltemp.x`` ...).
+
+    ``consumers`` are the router-outgoing links bound to the key, in the
+    order balanced/closest rotate through.  ``senders`` are the targeted
+    router-incoming links bound to it (they get credit only while the
+    record has a destination).
+    """
+
+    __slots__ = ("address", "consumers", "distribution", "key", "priority", "senders")
+
+    def __init__(
+        self, key: str, address: str, distribution: Distribution, priority: int | None = None
+    ) -> None:
+        self.key = key
+        self.address = address
+        self.distribution = distribution
+        self.priority = priority
+        self.consumers: list[OutLink] = []
+        self.senders: list[InLink] = []
+
+    @property
+    def has_destination(self) -> bool:
+        return bool(self.consumers)
+
+    @property
+    def in_use(self) -> bool:
+        return bool(self.consumers or self.senders)
+
+    def __repr__(self) -> str:
+        return f"AddressRecord({self.key!r}, {self.distribution.value})"
+
+
+class InLink:
+    """A router-incoming link: a client sender, as the router receives it.
+
+    ``window`` is the credit the router keeps outstanding (linkCapacity);
+    ``unsettled`` maps the adapter's incoming delivery handle to the
+    transfer routed from it, until the router settles it.
+    """
+
+    __slots__ = (
+        "address",
+        "blocked",
+        "conn",
+        "handle",
+        "link_id",
+        "name",
+        "partial",
+        "phase",
+        "record",
+        "unsettled",
+        "window",
+    )
+
+    def __init__(
+        self,
+        link_id: LinkId,
+        conn: Connection,
+        *,
+        name: str,
+        address: str | None,
+        record: AddressRecord | None,
+        phase: int = 0,
+        handle: Any = None,
+    ) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.name = name
+        self.address = address
+        self.record = record
+        self.phase = phase
+        self.handle = handle
+        self.window = conn.link_capacity
+        self.blocked = record is not None and not record.has_destination
+        self.unsettled: dict[Any, Transfer | Fanout] = {}
+        self.partial: bytearray | None = None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.record is None
+
+    def __repr__(self) -> str:
+        return f"{self.conn!r}[L{self.link_id}] in {self.address!r}"
+
+
+class OutLink:
+    """A router-outgoing link: a consumer the router sends to.
+
+    ``queue`` holds copies waiting for credit as ``(bytes, transfer)``
+    pairs (``transfer`` is ``None`` for pre-settled copies); ``unsettled``
+    maps the adapter's outgoing delivery handle to its transfer.
+    """
+
+    __slots__ = (
+        "address",
+        "capacity",
+        "conn",
+        "credit",
+        "handle",
+        "link_id",
+        "name",
+        "presettle",
+        "queue",
+        "record",
+        "unsettled",
+    )
+
+    def __init__(
+        self,
+        link_id: LinkId,
+        conn: Connection,
+        *,
+        name: str,
+        address: str,
+        record: AddressRecord,
+        presettle: bool = False,
+        handle: Any = None,
+    ) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.name = name
+        self.address = address
+        self.record = record
+        self.presettle = presettle
+        self.handle = handle
+        self.capacity = conn.link_capacity
+        self.credit = 0
+        self.queue: deque[tuple[bytes, Transfer | Fanout | None]] = deque()
+        self.unsettled: dict[Any, Transfer | Fanout] = {}
+
+    @property
+    def load(self) -> int:
+        """Queued plus sent-unsettled deliveries (reference 5.4, balanced)."""
+        return len(self.queue) + len(self.unsettled)
+
+    def __repr__(self) -> str:
+        return f"{self.conn!r}[L{self.link_id}] out {self.address!r}"
+
+
+class Transfer:
+    """An unsettled anycast delivery: the incoming delivery and its one copy.
+
+    ``in_delivery`` becomes ``None`` when the producer side is gone or has
+    settled; the copy then completes on its own and its outcome goes nowhere.
+    """
+
+    __slots__ = ("in_delivery", "in_link", "out_delivery", "out_link")
+
+    def __init__(self, in_delivery: Any, in_link: InLink) -> None:
+        self.in_delivery = in_delivery
+        self.in_link = in_link
+        self.out_delivery: Any = None
+        self.out_link: OutLink | None = None
+
+
+class Fanout:
+    """An unsettled multicast delivery and the state of its copies.
+
+    ``pending`` counts copies not yet settled; ``reported`` counts copies
+    that gave a terminal outcome, folded into ``outcome`` (reference 6.2).
+    """
+
+    __slots__ = ("copies", "in_delivery", "in_link", "outcome", "pending", "reported", "terminal")
+
+    def __init__(self, in_delivery: Any, in_link: InLink) -> None:
+        self.in_delivery = in_delivery
+        self.in_link = in_link
+        self.pending = 0
+        self.reported = 0
+        self.outcome: int | None = None
+        self.copies: dict[Any, OutLink] = {}
+        # Outgoing deliveries that already reported a terminal outcome
+        # before settling (a consumer in settle mode "second").
+        self.terminal: set[Any] | None = None
