@@ -1,0 +1,9 @@
+"""The proton adapter: event loop, per-message forwarding, attach handling.
+
+Only ``router.cli`` imports this package.
+"""
+
+from router.adapter.engine import Engine, Listener
+from router.adapter.settings import ListenerSettings
+
+__all__ = ["Engine", "Listener", "ListenerSettings"]

@@ -1,0 +1,489 @@
+"""The event loop: sockets, proton transports, and dispatch of proton events.
+
+Owns the epoll loop, the listening sockets, every connection's transport,
+and the dispatch of collector events on their integer type to the
+forwarder (per message) or the endpoint handlers (set-up).  It decides
+nothing about routing.  One collector serves every connection; each loop
+wake-up reads what arrived, processes all events, tops up credit once, and
+writes every transport that has output (reference/python-data-plane.md,
+lessons 2-5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from proton import SASL, Transport
+from proton import Connection as PnConnection
+
+import router
+from router.adapter.endpoints import apply_credit_effects, attach, close_link, remote_condition
+from router.adapter.forwarder import Forwarder
+from router.adapter.pn import ffi, lib, to_str
+from router.adapter.settings import ListenerSettings
+from router.core import Connection, ConnectionId, InLink, OutLink, Router
+
+log = logging.getLogger(__name__)
+server_log = logging.getLogger("router.adapter.server")
+
+_READ = select.EPOLLIN | select.EPOLLRDHUP
+_WRITE = select.EPOLLOUT
+_TICK_S = 1.0
+_IO_BUFFER = 65536
+
+PN_DELIVERY = lib.PN_DELIVERY
+PN_TRANSPORT = lib.PN_TRANSPORT
+PN_LINK_FLOW = lib.PN_LINK_FLOW
+
+
+class Listener:
+    """A bound listening socket and the settings of what it accepts."""
+
+    def __init__(self, settings: ListenerSettings, sock: socket.socket) -> None:
+        self.settings = settings
+        self.sock = sock
+        host, port = sock.getsockname()[:2]
+        self.host: str = host
+        self.port: int = port
+
+
+class Conn:
+    """One accepted socket with its proton transport and connection."""
+
+    __slots__ = ("closed", "core", "cptr", "deadline", "fd", "listener", "opened",
+                 "peer", "pn_conn", "sock", "started", "tptr", "transport", "want_write")
+
+    def __init__(self, sock: socket.socket, core: Connection, listener: Listener,
+                 transport: Transport, pn_conn: PnConnection, peer: str, now: float) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.core = core
+        self.listener = listener
+        self.transport = transport
+        self.pn_conn = pn_conn
+        self.tptr = transport._impl
+        self.cptr = pn_conn._impl
+        self.peer = peer
+        self.want_write = False
+        self.closed = False
+        self.opened = False
+        self.started = now
+        self.deadline = 0.0
+
+
+class Engine:
+    """Runs the router's I/O until ``stop()``.
+
+    Args:
+        router: the routing core.
+        router_id: container id announced on every connection.
+        listeners: what to listen on.
+        clock: monotonic clock (seconds).
+    """
+
+    def __init__(self, *, router: Router, router_id: str, listeners: list[ListenerSettings],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.router = router
+        self.router_id = router_id
+        self.listener_settings = listeners
+        self.clock = clock
+        self.collector = lib.pn_collector()
+        self.epoll = select.epoll()
+        self.listeners: dict[int, Listener] = {}
+        self.conns: dict[int, Conn] = {}
+        self.by_transport: dict[Any, Conn] = {}
+        self.by_connection: dict[Any, Conn] = {}
+        self.links: dict[Any, InLink | OutLink] = {}
+        self.forwarder = Forwarder(router, router_id)
+        self.dirty: set[Conn] = set()
+        self._next_conn_id = 0
+        self._stopping = False
+        self._rbuf = bytearray(_IO_BUFFER)
+        self._rcbuf = ffi.from_buffer(self._rbuf)
+        self._wbuf = bytearray(_IO_BUFFER)
+        self._wcbuf = ffi.from_buffer(self._wbuf)
+        self._wview = memoryview(self._wbuf)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.epoll.register(self._wake_r.fileno(), select.EPOLLIN)
+        self._next_tick = 0.0
+
+    # -- start and stop --------------------------------------------------------
+
+    def bind(self) -> list[Listener]:
+        """Open every listening socket; raises OSError if one cannot listen."""
+        bound = []
+        for settings in self.listener_settings:
+            family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((settings.host, settings.port))
+            sock.listen(128)
+            sock.setblocking(False)
+            listener = Listener(settings, sock)
+            self.listeners[sock.fileno()] = listener
+            self.epoll.register(sock.fileno(), select.EPOLLIN)
+            bound.append(listener)
+        return bound
+
+    def wakeup_fd(self) -> int:
+        """A descriptor that wakes the loop when written (for signal.set_wakeup_fd)."""
+        return self._wake_w.fileno()
+
+    def stop(self) -> None:
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def run(self) -> None:
+        """Serve until ``stop()``; then close every connection and socket."""
+        poll = self.epoll.poll
+        while not self._stopping:
+            now = self.clock()
+            timeout = max(0.0, min(self._next_tick - now, _TICK_S))
+            try:
+                ready = poll(timeout)
+            except InterruptedError:
+                continue
+            for fd, mask in ready:
+                conn = self.conns.get(fd)
+                if conn is not None:
+                    if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP
+                               | select.EPOLLERR):
+                        self._read(conn)
+                    if mask & select.EPOLLOUT:
+                        self.dirty.add(conn)
+                elif fd in self.listeners:
+                    self._accept(self.listeners[fd])
+                else:
+                    self._drain_wakeup()
+            now = self.clock()
+            if now >= self._next_tick:
+                self._tick(now)
+            self.process()
+        self._shutdown()
+
+    def _drain_wakeup(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._wake_r.recv(512):
+                pass
+
+    def _shutdown(self) -> None:
+        for conn in list(self.conns.values()):
+            if not conn.closed:
+                lib.pn_connection_close(conn.cptr)
+        self.process()
+        for conn in list(self.conns.values()):
+            self._close(conn)
+        for listener in self.listeners.values():
+            listener.sock.close()
+        self.listeners.clear()
+
+    # -- sockets ---------------------------------------------------------------
+
+    def _accept(self, listener: Listener) -> None:
+        while True:
+            try:
+                sock, addr = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                server_log.warning("accept failed on %s:%s: %s", listener.host, listener.port, exc)
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._open(sock, listener, f"{addr[0]}:{addr[1]}")
+
+    def _open(self, sock: socket.socket, listener: Listener, peer: str) -> None:
+        s = listener.settings
+        self._next_conn_id += 1
+        core = Connection(ConnectionId(self._next_conn_id), role=s.role,
+                          link_capacity=s.link_capacity, strip_in=s.strip_in,
+                          strip_out=s.strip_out)
+        transport = Transport(Transport.SERVER)
+        transport.max_frame_size = s.max_frame_size
+        transport.channel_max = max(0, min(s.max_sessions, 32768) - 1)
+        if s.idle_timeout_s:
+            transport.idle_timeout = float(s.idle_timeout_s)
+        sasl: SASL = transport.sasl()
+        sasl.allowed_mechs(s.sasl_mechanisms)
+        transport.require_auth(s.authenticate_peer)
+        if s.require_encryption:
+            transport.require_encryption(True)
+        pn_conn = PnConnection()
+        transport.bind(pn_conn)
+        lib.pn_connection_collect(pn_conn._impl, self.collector)
+        conn = Conn(sock, core, listener, transport, pn_conn, peer, self.clock())
+        core.handle = conn
+        self.conns[conn.fd] = conn
+        self.by_transport[conn.tptr] = conn
+        self.by_connection[conn.cptr] = conn
+        self.epoll.register(conn.fd, _READ)
+        server_log.info("[C%d] Accepted connection to %s:%s from %s", core.conn_id,
+                        listener.host, listener.port, peer)
+        self._tick_one(conn, self.clock())
+
+    def _read(self, conn: Conn) -> None:
+        tptr = conn.tptr
+        capacity = lib.pn_transport_capacity(tptr)
+        if capacity < 0:
+            # The transport takes no more input; wait for it to finish writing.
+            self.epoll.modify(conn.fd, _WRITE if conn.want_write else 0)
+            self.dirty.add(conn)
+            return
+        if capacity == 0:
+            return
+        try:
+            n = conn.sock.recv_into(self._rbuf, min(capacity, _IO_BUFFER))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._socket_failed(conn, exc)
+            return
+        if n == 0:
+            lib.pn_transport_close_tail(tptr)
+        else:
+            lib.pn_transport_push(tptr, self._rcbuf, n)
+        self.dirty.add(conn)
+
+    def _socket_failed(self, conn: Conn, exc: OSError) -> None:
+        server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id, conn.peer, exc)
+        lib.pn_transport_close_tail(conn.tptr)
+        lib.pn_transport_close_head(conn.tptr)
+        self.dirty.add(conn)
+
+    def _write(self, conn: Conn) -> None:
+        tptr = conn.tptr
+        sock = conn.sock
+        while True:
+            pending = lib.pn_transport_pending(tptr)
+            if pending < 0:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_WR)
+                break
+            if pending == 0:
+                break
+            n = lib.pn_transport_peek(tptr, self._wcbuf, min(pending, _IO_BUFFER))
+            if n <= 0:
+                break
+            try:
+                sent = sock.send(self._wview[:n])
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._socket_failed(conn, exc)
+                return
+            if sent > 0:
+                lib.pn_transport_pop(tptr, sent)
+            if sent < n:
+                if not conn.want_write:
+                    conn.want_write = True
+                    self.epoll.modify(conn.fd, _READ | _WRITE)
+                return
+        if conn.want_write:
+            conn.want_write = False
+            self.epoll.modify(conn.fd, _READ)
+        if lib.pn_transport_closed(tptr):
+            self._close(conn)
+
+    # -- time --------------------------------------------------------------------
+
+    def _tick(self, now: float) -> None:
+        self._next_tick = now + _TICK_S
+        for conn in list(self.conns.values()):
+            self._tick_one(conn, now)
+
+    def _tick_one(self, conn: Conn, now: float) -> None:
+        s = conn.listener.settings
+        if (not conn.opened and s.initial_handshake_timeout_s
+                and now - conn.started > s.initial_handshake_timeout_s):
+            cond = lib.pn_transport_condition(conn.tptr)
+            lib.pn_condition_set_name(cond, b"amqp:not-allowed")
+            lib.pn_condition_set_description(cond, b"Timeout waiting for initial handshake")
+            lib.pn_transport_close_tail(conn.tptr)
+            lib.pn_transport_close_head(conn.tptr)
+        lib.pn_transport_tick(conn.tptr, int(now * 1000))
+        self.dirty.add(conn)
+
+    # -- events --------------------------------------------------------------------
+
+    def process(self) -> None:
+        """Dispatch every pending event, top up credit, write all output."""
+        self._dispatch()
+        self.forwarder.flush_credit()
+        self._dispatch()
+        dirty = self.dirty
+        self.dirty = set()
+        for conn in dirty:
+            if not conn.closed:
+                self._write(conn)
+
+    def _dispatch(self) -> None:
+        collector = self.collector
+        peek = lib.pn_collector_peek
+        pop = lib.pn_collector_pop
+        etype = lib.pn_event_type
+        event_delivery = lib.pn_event_delivery
+        delivery_link = lib.pn_delivery_link
+        links = self.links
+        fwd = self.forwarder
+        by_transport = self.by_transport
+        dirty = self.dirty
+        while True:
+            e = peek(collector)
+            if not e:
+                return
+            t = etype(e)
+            try:
+                if t == PN_DELIVERY:
+                    d = event_delivery(e)
+                    link = links.get(delivery_link(d))
+                    if type(link) is InLink:
+                        fwd.incoming(d, link)
+                    elif type(link) is OutLink:
+                        fwd.outgoing(d, link)
+                    else:
+                        lib.pn_delivery_settle(d)
+                elif t == PN_TRANSPORT:
+                    conn = by_transport.get(lib.pn_event_transport(e))
+                    if conn is not None:
+                        dirty.add(conn)
+                elif t == PN_LINK_FLOW:
+                    link = links.get(lib.pn_event_link(e))
+                    if type(link) is OutLink:
+                        fwd.outgoing_flow(link)
+                    elif type(link) is InLink:
+                        fwd.credit_dirty.add(link)
+                else:
+                    self._lifecycle(t, e)
+            except Exception:
+                log.exception("internal error handling proton event %s",
+                              to_str(lib.pn_event_type_name(t)))
+                if router.RAISE_INTERNAL_ERRORS:
+                    raise
+            pop(collector)
+
+    def _lifecycle(self, t: int, e: Any) -> None:
+        if t == lib.PN_CONNECTION_REMOTE_OPEN:
+            self._connection_opened(lib.pn_event_connection(e))
+        elif t == lib.PN_SESSION_REMOTE_OPEN:
+            ssn = lib.pn_event_session(e)
+            if lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
+                lib.pn_session_open(ssn)
+        elif t == lib.PN_LINK_REMOTE_OPEN:
+            self._link_opened(lib.pn_event_link(e))
+        elif t in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+            lptr = lib.pn_event_link(e)
+            self._link_lost(lptr, "Link detached")
+            close_link(lptr)
+        elif t == lib.PN_SESSION_REMOTE_CLOSE:
+            ssn = lib.pn_event_session(e)
+            self._session_lost(ssn)
+            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_session_close(ssn)
+        elif t == lib.PN_CONNECTION_REMOTE_CLOSE:
+            cptr = lib.pn_event_connection(e)
+            if lib.pn_connection_state(cptr) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_connection_close(cptr)
+        elif t == lib.PN_TRANSPORT_ERROR:
+            conn = self.by_transport.get(lib.pn_event_transport(e))
+            if conn is not None:
+                server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id,
+                                conn.peer, remote_condition(lib.pn_transport_condition(conn.tptr)))
+        elif t == lib.PN_TRANSPORT_CLOSED:
+            conn = self.by_transport.get(lib.pn_event_transport(e))
+            if conn is not None:
+                self.dirty.add(conn)
+
+    def _connection_opened(self, cptr: Any) -> None:
+        conn = self.by_connection.get(cptr)
+        if conn is None:
+            return
+        conn.opened = True
+        conn.core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
+        pn_conn = conn.pn_conn
+        pn_conn.container = self.router_id
+        pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
+        pn_conn.properties = _open_properties(conn.core.conn_id)
+        pn_conn.open()
+        t = conn.transport
+        log.info("[C%d] Connection Opened: dir=in host=%s encrypted=%s auth=%s user=%s "
+                 "container_id=%s", conn.core.conn_id, conn.peer,
+                 "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
+                 t.user or "anonymous", conn.core.container_id)
+
+    def _link_opened(self, lptr: Any) -> None:
+        conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
+        if conn is None:
+            return
+        decision, effects = attach(self.router, conn.core, lptr)
+        link = getattr(decision, "link", None)
+        if isinstance(link, (InLink, OutLink)):
+            self.links[lptr] = link
+            if isinstance(link, InLink) and not link.blocked:
+                self.forwarder.credit_dirty.add(link)
+        apply_credit_effects(effects, self.forwarder.block, self.forwarder.unblock)
+
+    def _link_lost(self, lptr: Any, why: str) -> None:
+        link = self.links.pop(lptr, None)
+        if link is None:
+            return
+        self._forget_link(link)
+        log.info("[%r][L%d] %s", link.conn, link.link_id, why)
+        apply_credit_effects(self.router.link_detached(link), self.forwarder.block,
+                             self.forwarder.unblock)
+
+    def _forget_link(self, link: InLink | OutLink) -> None:
+        if isinstance(link, OutLink):
+            self.forwarder.lose_outgoing(link)
+        else:
+            self.forwarder.lose_incoming(link)
+        link.handle = None
+
+    def _session_lost(self, ssn: Any) -> None:
+        for lptr in [p for p in self.links if lib.pn_link_session(p) == ssn]:
+            self._link_lost(lptr, "Link lost")
+
+    def _close(self, conn: Conn) -> None:
+        """The transport is done: release everything the connection held."""
+        if conn.closed:
+            return
+        conn.closed = True
+        core = conn.core
+        links: list[InLink | OutLink] = [*core.in_links.values(), *core.out_links.values()]
+        for link in links:
+            lptr = link.handle
+            if lptr is not None:
+                self.links.pop(lptr, None)
+                self._forget_link(link)
+        effects = self.router.connection_closed(core)
+        apply_credit_effects(effects, self.forwarder.block, self.forwarder.unblock)
+        with contextlib.suppress(OSError, ValueError):
+            self.epoll.unregister(conn.fd)
+        conn.sock.close()
+        del self.conns[conn.fd]
+        self.by_transport.pop(conn.tptr, None)
+        self.by_connection.pop(conn.cptr, None)
+        conn.transport.unbind()
+        log.info("[C%d] Connection Closed", core.conn_id)
+
+
+def _symbols(*names: str) -> Any:
+    from proton import symbol
+    return [symbol(n) for n in names]
+
+
+def _open_properties(conn_id: int) -> dict[Any, Any]:
+    from proton import symbol
+    return {symbol("product"): "hop", symbol("version"): router.__version__,
+            symbol("qd.conn-id"): conn_id}
+
+
+__all__ = ["Engine", "Listener"]

@@ -1,0 +1,29 @@
+"""The one place that touches python-qpid-proton's internal C binding.
+
+The data plane calls ``cproton_ffi.lib`` on raw pointers (see
+reference/python-data-plane.md: the wrapper classes cost 7-20x on the
+per-message path).  That module is internal to the binding, so pyproject
+pins the binding's version; everything version-sensitive is named here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cproton_ffi import ffi, lib
+
+__all__ = ["NULL", "ffi", "lib", "pn_bytes", "to_str"]
+
+NULL: Any = ffi.NULL
+
+
+def to_str(ptr: Any) -> str | None:
+    """A C string returned by proton, as ``str`` (``None`` for NULL)."""
+    if ptr == NULL:
+        return None
+    return str(ffi.string(ptr).decode("utf8", "replace"))
+
+
+def pn_bytes(data: bytes) -> Any:
+    """A ``pn_bytes_t`` value for ``data`` (the caller keeps ``data`` alive)."""
+    return ffi.new("pn_bytes_t*", (len(data), ffi.from_buffer(data)))[0]

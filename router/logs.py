@@ -1,0 +1,195 @@
+"""Log modules, levels and the qdrouterd-like line format.
+
+Owns the mapping between qdrouterd's log modules (``SERVER``, ``ROUTER_CORE``
+...) and Hop's Python loggers (named after their modules), the extra levels
+``trace`` and ``notice``, the enable masks (``info+``, ``trace,debug``) and
+the handlers.  Only ``router.cli`` calls ``configure``; every other module
+just logs through ``logging.getLogger(__name__)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterable
+from typing import TextIO
+
+import attrs
+
+TRACE = 5
+NOTICE = 25
+logging.addLevelName(TRACE, "TRACE")
+logging.addLevelName(NOTICE, "NOTICE")
+
+LEVELS: dict[str, int] = {
+    "trace": TRACE,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": NOTICE,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+_NAMES = {v: k for k, v in LEVELS.items()}
+
+# Which Python loggers each qdrouterd module covers (longest prefix wins).
+MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
+    "ROUTER": ("router",),
+    "ROUTER_CORE": ("router.core", "router.adapter.engine", "router.adapter.endpoints",
+                    "router.adapter.forwarder"),
+    "ROUTER_HELLO": ("router.core.hello",),
+    "ROUTER_LS": ("router.core.linkstate",),
+    "ROUTER_MA": ("router.core.mobile",),
+    "MESSAGE": ("router.adapter.message",),
+    "SERVER": ("router.adapter.server", "router.cli"),
+    "AGENT": ("router.adapter.agent",),
+    "CONN_MGR": ("router.adapter.connectors",),
+    "POLICY": ("router.core.policy",),
+    "PROTOCOL": ("router.adapter.protocol",),
+    "DEFAULT": ("addressing", "linkroute", "autolink", "conf"),
+}
+MODULES = (
+    "ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "MESSAGE", "SERVER",
+    "AGENT", "AUTHSERVICE", "CONTAINER", "ERROR", "POLICY", "HTTP", "CONN_MGR", "PYTHON",
+    "PROTOCOL", "DEFAULT",
+)
+_PREFIXES = sorted(((p, m) for m, ps in MODULE_LOGGERS.items() for p in ps),
+                   key=lambda pm: -len(pm[0]))
+
+
+def module_of(logger_name: str) -> str:
+    """The qdrouterd module a Python logger belongs to."""
+    for prefix, module in _PREFIXES:
+        if logger_name == prefix or logger_name.startswith(prefix + "."):
+            return module
+    return "DEFAULT"
+
+
+def parse_enable(text: str) -> frozenset[int]:
+    """The set of levels an ``enable`` string turns on (reference section 11).
+
+    Raises:
+        ValueError: for an unknown level name.
+    """
+    levels: set[int] = set()
+    for word in text.replace(",", " ").replace(";", " ").replace(":", " ").split():
+        word = word.lower()
+        plus = word.endswith("+")
+        name = word.rstrip("+")
+        if name == "none":
+            continue
+        if name not in LEVELS:
+            raise ValueError(f"'{word}' is not a valid log level; expected one of "
+                             f"none, {', '.join(LEVELS)}")
+        level = LEVELS[name]
+        levels.update(v for v in LEVELS.values() if v >= level) if plus else levels.add(level)
+    return frozenset(levels)
+
+
+@attrs.frozen(kw_only=True)
+class LogSpec:
+    """One ``log`` section: ``None`` fields inherit from ``DEFAULT``."""
+
+    module: str
+    enable: str | None = None
+    include_timestamp: bool | None = None
+    include_source: bool | None = None
+    output: str | None = None
+
+
+@attrs.frozen
+class _Effective:
+    levels: frozenset[int]
+    timestamp: bool
+    source: bool
+    output: str
+
+
+class QdFormatter(logging.Formatter):
+    """``[timestamp ]MODULE (level) text[ (file:line)]``."""
+
+    def __init__(self, timestamp: bool, source: bool) -> None:
+        super().__init__()
+        self.timestamp = timestamp
+        self.source = source
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info:
+            text = f"{text}\n{self.formatException(record.exc_info)}"
+        module = getattr(record, "qd_module", None) or module_of(record.name)
+        level = _NAMES.get(record.levelno, record.levelname.lower())
+        line = f"{module} ({level}) {text}"
+        if self.source:
+            line = f"{line} ({record.filename}:{record.lineno})"
+        if self.timestamp:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+            usec = int((record.created % 1) * 1_000_000)
+            zone = time.strftime("%z", time.localtime(record.created))
+            line = f"{stamp}.{usec:06d} {zone} {line}"
+        return line
+
+
+class _ModuleFilter(logging.Filter):
+    def __init__(self, masks: dict[str, frozenset[int]]) -> None:
+        super().__init__()
+        self.masks = masks
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        module = getattr(record, "qd_module", None) or module_of(record.name)
+        return record.levelno in self.masks.get(module, self.masks["DEFAULT"])
+
+
+def _open(output: str) -> logging.Handler:
+    if output == "stderr":
+        return logging.StreamHandler(sys.stderr)
+    if output == "stdout":
+        stream: TextIO = sys.stdout
+        return logging.StreamHandler(stream)
+    return logging.FileHandler(output, mode="a", encoding="utf-8")
+
+
+def configure(specs: Iterable[LogSpec]) -> None:
+    """Install handlers for the given ``log`` sections (replacing earlier ones).
+
+    Raises:
+        ValueError: bad ``enable`` text.
+        OSError: an output file cannot be opened.
+    """
+    by_module = {s.module: s for s in specs}
+    default = by_module.get("DEFAULT", LogSpec(module="DEFAULT"))
+    d_levels = parse_enable(default.enable) if default.enable is not None else parse_enable("info+")
+    d = _Effective(
+        levels=d_levels,
+        timestamp=default.include_timestamp if default.include_timestamp is not None else True,
+        source=bool(default.include_source),
+        output=default.output or "stderr",
+    )
+    effective: dict[str, _Effective] = {}
+    for module in MODULES:
+        s = by_module.get(module)
+        if s is None or module == "DEFAULT":
+            effective[module] = d
+            continue
+        effective[module] = _Effective(
+            levels=parse_enable(s.enable) if s.enable is not None else d.levels,
+            timestamp=s.include_timestamp if s.include_timestamp is not None else d.timestamp,
+            source=s.include_source if s.include_source is not None else d.source,
+            output=s.output or d.output,
+        )
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    groups: dict[tuple[str, bool, bool], dict[str, frozenset[int]]] = {}
+    for module, eff in effective.items():
+        groups.setdefault((eff.output, eff.timestamp, eff.source), {})[module] = eff.levels
+    for (output, timestamp, source), masks in groups.items():
+        full = {m: masks.get(m, frozenset()) for m in MODULES}
+        handler = _open(output)
+        handler.setFormatter(QdFormatter(timestamp, source))
+        handler.addFilter(_ModuleFilter(full))
+        root.addHandler(handler)
+    lowest = min((min(e.levels) for e in effective.values() if e.levels), default=logging.CRITICAL)
+    root.setLevel(lowest)
