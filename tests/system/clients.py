@@ -1,0 +1,71 @@
+"""Small helpers around proton's blocking client for system tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from proton import Delivery, Message
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
+
+TIMEOUT_S = 10.0
+
+
+def connect(url: str) -> BlockingConnection:
+    return BlockingConnection(url, timeout=TIMEOUT_S)
+
+
+def send_async(sender: BlockingSender, body: Any, **props: Any) -> Delivery:
+    """Send without waiting for settlement; returns the delivery."""
+    return sender.link.send(Message(body=body, **props))
+
+
+def send_raw(sender: BlockingSender, encoded: bytes, tag: bytes = b"raw") -> Delivery:
+    """Send an already encoded message as one delivery."""
+    link = sender.link
+    delivery = link.delivery(tag)
+    link.stream(encoded)
+    link.advance()
+    return delivery
+
+
+def wait_settled(conn: BlockingConnection, delivery: Delivery, timeout: float = TIMEOUT_S) -> int:
+    """Wait until the router settles ``delivery``; return its remote state."""
+    conn.wait(lambda: delivery.remote_state != 0 and delivery.settled, timeout=timeout,
+              msg="waiting for settlement")
+    return int(delivery.remote_state)
+
+
+def wait_all(conns: list[BlockingConnection], condition: Any, timeout: float = TIMEOUT_S,
+             what: str = "condition") -> None:
+    """Process I/O on several client connections until ``condition()`` holds."""
+    deadline = time.monotonic() + timeout
+    for conn in conns:
+        conn.container.timeout = 0.01
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        for conn in conns:
+            conn.container.process()
+
+
+def pump(conn: BlockingConnection, seconds: float) -> None:
+    """Let the client process I/O for ``seconds`` (to observe that nothing happens)."""
+    deadline = time.monotonic() + seconds
+    conn.wait(lambda: time.monotonic() >= deadline, timeout=seconds + TIMEOUT_S)
+
+
+def wait_credit(conn: BlockingConnection, sender: BlockingSender, credit: int,
+                timeout: float = TIMEOUT_S) -> None:
+    conn.wait(lambda: sender.link.credit == credit, timeout=timeout,
+              msg=f"waiting for credit {credit} (have {sender.link.credit})")
+
+
+def receive_all(receiver: BlockingReceiver, count: int, timeout: float = TIMEOUT_S,
+                accept: bool = True) -> list[Message]:
+    messages = []
+    for _ in range(count):
+        messages.append(receiver.receive(timeout=timeout))
+        if accept:
+            receiver.accept()
+    return messages

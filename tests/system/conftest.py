@@ -1,0 +1,45 @@
+"""Fixtures for system tests: real ``hopd`` processes and proton clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.system.harness import Hop, router_conf, start
+
+StartRouter = Callable[..., Hop]
+
+
+@pytest.fixture
+def start_router(tmp_path: Path) -> Iterator[StartRouter]:
+    """Start routers from conf text; on teardown SIGTERM them and require exit 0."""
+    started: list[Hop] = []
+
+    def _start(conf_text: str | None = None, name: str = "hop", listeners: int = 1) -> Hop:
+        hop = start(tmp_path, conf_text if conf_text is not None else router_conf(), name,
+                    listeners)
+        started.append(hop)
+        return hop
+
+    yield _start
+    failures = []
+    for hop in started:
+        status = hop.stop()
+        if status != 0:
+            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
+    if failures:
+        pytest.fail("\n".join(failures))
+
+
+@pytest.fixture
+def hop(start_router: StartRouter) -> Hop:
+    """One standalone router with the default test listener."""
+    return start_router()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/system" in str(item.fspath):
+            item.add_marker(pytest.mark.system)

@@ -1,0 +1,82 @@
+"""A consumer that goes away with deliveries in flight: every unsettled
+delivery still gets exactly one outcome at its producer (reference 6.4)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from proton import Delivery, Message
+
+from tests.system.clients import connect, wait_all, wait_credit, wait_settled
+from tests.system.harness import Hop
+
+# A consumer that takes N messages without settling them, then dies without
+# closing its connection (the socket just goes away).
+DYING_CONSUMER = """
+import os, sys
+from proton.utils import BlockingConnection
+conn = BlockingConnection(sys.argv[1], timeout=10)
+receiver = conn.create_receiver(sys.argv[2], credit=0)
+receiver.link.flow(int(sys.argv[3]))
+print("attached", flush=True)
+conn.wait(lambda: receiver.fetcher.has_message == int(sys.argv[3]), timeout=10)
+os._exit(0)
+"""
+
+
+def test_detached_consumer_sent_copies_modified_queued_copies_released(hop: Hop) -> None:
+    producer = connect(hop.url)
+    consumer = connect(hop.url)
+    receiver = consumer.create_receiver("loss.detach", credit=0)
+    receiver.link.flow(6)
+    sender = producer.create_sender("loss.detach")
+    wait_credit(producer, sender, 250)
+    deliveries = [sender.link.send(Message(body=i)) for i in range(10)]
+    wait_all([producer, consumer], lambda: receiver.fetcher.has_message == 6)
+    receiver.close()
+    states = [wait_settled(producer, d) for d in deliveries]
+    assert states[:6] == [Delivery.MODIFIED] * 6
+    assert states[6:] == [Delivery.RELEASED] * 4
+    assert all(d.remote.failed for d in deliveries[:6])
+    consumer.close()
+    producer.close()
+
+
+def test_consumer_process_killed_settles_everything_in_flight(hop: Hop) -> None:
+    producer = connect(hop.url)
+    consumer = subprocess.Popen(
+        [sys.executable, "-c", DYING_CONSUMER, hop.url, "loss.drop", "3"],
+        stdout=subprocess.PIPE, text=True)
+    assert consumer.stdout is not None
+    assert consumer.stdout.readline().strip() == "attached"
+    sender = producer.create_sender("loss.drop")
+    wait_credit(producer, sender, 250)
+    deliveries = [sender.link.send(Message(body=i)) for i in range(5)]
+    states = [wait_settled(producer, d) for d in deliveries]
+    assert consumer.wait(10) == 0
+    assert states == [Delivery.MODIFIED] * 3 + [Delivery.RELEASED] * 2
+    producer.close()
+
+
+def test_multicast_copy_lost_counts_in_aggregate(start_router: object) -> None:
+    from tests.system.harness import router_conf
+
+    hop: Hop = start_router(router_conf(  # type: ignore[operator]
+        "address {\n    prefix: mcl\n    distribution: multicast\n}\n"))
+    producer = connect(hop.url)
+    consumer = connect(hop.url)
+    stays = consumer.create_receiver("mcl.x", credit=5, name="stays")
+    leaves = consumer.create_receiver("mcl.x", credit=5, name="leaves")
+    sender = producer.create_sender("mcl.x")
+    wait_credit(producer, sender, 250)
+    delivery = sender.link.send(Message(body="m"))
+    wait_all([producer, consumer],
+             lambda: stays.fetcher.has_message == 1 and leaves.fetcher.has_message == 1)
+    stays.receive(timeout=10)
+    leaves.close()
+    stays.accept()
+    wait_all([producer, consumer], lambda: delivery.settled, what="settlement")
+    assert delivery.remote_state == Delivery.ACCEPTED
+    consumer.close()
+    producer.close()
