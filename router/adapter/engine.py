@@ -307,6 +307,9 @@ class Engine:
             cond = lib.pn_transport_condition(conn.tptr)
             lib.pn_condition_set_name(cond, b"amqp:not-allowed")
             lib.pn_condition_set_description(cond, b"Timeout waiting for initial handshake")
+            server_log.info("[C%d] Timeout waiting for initial handshake from %s",
+                            conn.core.conn_id, conn.peer)
+            conn.opened = True  # report once
             lib.pn_transport_close_tail(conn.tptr)
             lib.pn_transport_close_head(conn.tptr)
         lib.pn_transport_tick(conn.tptr, int(now * 1000))
@@ -374,9 +377,7 @@ class Engine:
         if t == lib.PN_CONNECTION_REMOTE_OPEN:
             self._connection_opened(lib.pn_event_connection(e))
         elif t == lib.PN_SESSION_REMOTE_OPEN:
-            ssn = lib.pn_event_session(e)
-            if lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
-                lib.pn_session_open(ssn)
+            self._session_opened(lib.pn_event_session(e))
         elif t == lib.PN_LINK_REMOTE_OPEN:
             self._link_opened(lib.pn_event_link(e))
         elif t in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
@@ -418,6 +419,18 @@ class Engine:
                  "container_id=%s", conn.core.conn_id, conn.peer,
                  "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
                  t.user or "anonymous", conn.core.container_id)
+
+    def _session_opened(self, ssn: Any) -> None:
+        if not lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
+            return
+        conn = self.by_connection.get(lib.pn_session_connection(ssn))
+        if conn is not None:
+            s = conn.listener.settings
+            if s.max_session_frames:
+                # The session's incoming window, in bytes (reference 3.2).
+                lib.pn_session_set_incoming_capacity(ssn,
+                                                     s.max_frame_size * s.max_session_frames)
+        lib.pn_session_open(ssn)
 
     def _link_opened(self, lptr: Any) -> None:
         conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))

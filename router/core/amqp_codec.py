@@ -13,11 +13,12 @@ bounds-checking every byte here.
 """
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 __all__ = [
     "DECODE_ERROR",
+    "DECODE_FAULTS",
     "DESCRIBED",
     "FORMAT_WIDTH",
     "INVALID",
@@ -37,7 +38,9 @@ __all__ = [
     "read_int",
     "read_string",
     "section_descriptor",
+    "section_error",
     "skip",
+    "split_map",
     "u32",
     "u32x2",
 ]
@@ -94,6 +97,9 @@ def _format_widths() -> tuple[int, ...]:
 
 
 FORMAT_WIDTH: Final = _format_widths()
+
+# What decoding raises on truncated or invalid input, besides MessageFormatError.
+DECODE_FAULTS: Final = (IndexError, struct.error, UnicodeDecodeError)
 
 u32: Final = struct.Struct(">I").unpack_from
 u32x2: Final = struct.Struct(">II").unpack_from
@@ -289,3 +295,82 @@ def decode_fault(exc: Exception) -> MessageFormatError:
     if isinstance(exc, UnicodeDecodeError):
         return MessageFormatError(f"invalid UTF-8 in a string: {exc.reason}")
     return MessageFormatError("message truncated: a section or value runs past its end")
+
+
+def section_error(code: int, pos: int) -> MessageFormatError:
+    """The error for section ``code`` met at ``pos`` where it may not appear."""
+    if 0x70 <= code <= 0x73:  # header .. properties
+        return MessageFormatError(f"section 0x{code:02x} at offset {pos} is out of order")
+    return MessageFormatError(f"unknown section descriptor at offset {pos}")
+
+
+def split_map(
+    data: Buffer, start: int, end: int, pairs: int, wanted: Mapping[bytes, int], slots: int
+) -> tuple[bytes, int, list[int]] | None:
+    """Split the ``pairs`` map entries at ``data[start:end]`` by their symbol keys.
+
+    Args:
+        data: the encoded bytes.
+        start, end: the map's entries (after its count).
+        pairs: the number of entries (half the map's count).
+        wanted: symbol keys (as bytes) to pick out, each with a slot number
+            below ``slots``, or -2 to drop the entry without recording it.
+        slots: the number of slots.
+
+    Returns:
+        None when no entry has a wanted key (every entry is still checked);
+        else the other entries as received (joined, in order), their number,
+        and per slot the offset of the value of the key's last entry, or -1.
+
+    Raises:
+        MessageFormatError: an entry is malformed or the entries do not fill
+            the map exactly.
+        IndexError, struct.error: an entry runs past the end of ``data``.
+    """
+    base = 0
+    if type(data) is not bytes:  # keys are looked up by slice: slices must hash
+        base = start
+        data = bytes(data[start:end])
+        start, end = 0, end - start
+    found = [-1] * slots
+    runs: list[bytes] = []  # stretches of other entries
+    run = pos = start
+    others = 0
+    width = FORMAT_WIDTH
+    for _ in range(pairs):
+        entry = pos
+        code = data[pos]
+        if code == 0xA3:
+            pos += 2 + data[pos + 1]
+            slot = wanted.get(data[entry + 2 : pos], -1)
+        elif code == 0xB3:
+            pos = skip(data, pos, end)
+            slot = wanted.get(data[entry + 5 : pos], -1)
+        else:
+            pos = skip(data, pos, end)
+            slot = -1
+        value = pos
+        size = width[data[pos]]  # skip() inlined for the common value types
+        if size >= 0:
+            pos += 1 + size
+        elif size == -1:  # VAR1
+            pos += 2 + data[pos + 1]
+        else:
+            pos = skip(data, pos, end)
+        if pos > end:
+            raise MessageFormatError(f"map entry at offset {entry + base} overruns the map")
+        if slot == -1:
+            others += 1
+            continue
+        if slot >= 0:
+            found[slot] = value + base
+        if run < entry:
+            runs.append(data[run:entry])
+        run = pos
+    if pos != end:
+        raise MessageFormatError(f"map has {end - pos} bytes past its entries")
+    if run == start:
+        return None
+    if run < end:
+        runs.append(data[run:end])
+    return b"".join(runs), others, found

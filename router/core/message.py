@@ -26,15 +26,13 @@ their received order. Results are NamedTuples, not attrs classes: creating one
 costs a third of an attrs/slots ``__init__`` call and they are immutable.
 """
 
-import struct
 from typing import Final, NamedTuple
 
 from router.core.amqp_codec import (
     DECODE_ERROR,
-    FORMAT_WIDTH,
+    DECODE_FAULTS,
     INVALID_FIELD,
     SECTION_END,
-    VAR1,
     Buffer,
     MessageFormatError,
     decode_fault,
@@ -47,7 +45,9 @@ from router.core.amqp_codec import (
     read_int,
     read_string,
     section_descriptor,
+    section_error,
     skip,
+    split_map,
     u32,
     u32x2,
 )
@@ -71,7 +71,8 @@ __all__ = [
 
 # Router keys (qdrouterd 5.7); every other key, x-opt-qd.* included, is a user key.
 _PREFIX: Final = b"x-opt-qd."
-_INGRESS, _TRACE, _TO, _PHASE, _STREAM, _IGNORED = range(6)
+_INGRESS, _TRACE, _TO, _PHASE, _STREAM = range(5)  # RouterKeys order
+_IGNORED: Final = -2  # dropped unread
 _ROUTER_KEYS: Final = {
     b"x-opt-qd.ingress": _INGRESS,
     b"x-opt-qd.trace": _TRACE,
@@ -96,7 +97,6 @@ _BAD_TRACE_ENTRY: Final = "trace list contains non-string entries"
 _BAD_INGRESS: Final = "ingress router not a string type"
 
 _new: Final = tuple.__new__
-_DECODE_FAULTS: Final = (IndexError, struct.error, UnicodeDecodeError)
 # Below this size slicing a message copies less than a memoryview costs.
 _SLICE_LIMIT: Final = 4096
 
@@ -258,7 +258,9 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
             else:
                 found = data.find(_PREFIX, ma_items, pos) >= 0
             if found:
-                router_keys = _split(data, ma_items, pos, ma_count >> 1)
+                split = split_map(data, ma_items, pos, ma_count >> 1, _ROUTER_KEYS, 5)
+                if split is not None:
+                    router_keys = _new(RouterKeys, (split[0], split[1], *split[2]))
             if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
                 code = data[pos + 2]
                 v = pos + 3
@@ -308,71 +310,13 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
                                 f"properties.to at offset {p} must be a string, got 0x{c:02x}"
                             )
         elif code < 0x74 or (code > 0x78 and code != SECTION_END):
-            raise _section_error(code, pos)
-    except _DECODE_FAULTS as exc:
+            raise section_error(code, pos)
+    except DECODE_FAULTS as exc:
         raise decode_fault(exc) from None
     return _new(
         MessageInfo,
         (priority, to, header, delivery_annotations, ma_start, ma_end, ma_items,
          ma_count, properties, pos, router_keys),
-    )
-
-
-def _section_error(code: int, pos: int) -> MessageFormatError:
-    if 0x70 <= code <= 0x73:  # header .. properties
-        return MessageFormatError(f"section 0x{code:02x} at offset {pos} is out of order")
-    return MessageFormatError(f"unknown section descriptor at offset {pos}")
-
-
-def _split(data: Buffer, start: int, end: int, pairs: int) -> RouterKeys | None:
-    """Find the router keys among the ``pairs`` map entries at ``data[start:end]``."""
-    base = 0
-    if type(data) is not bytes:  # work on bytes: slices must hash
-        base = start
-        data = bytes(data[start:end])
-        start, end = 0, end - start
-    found = [-1] * 6  # value offset by key kind
-    runs: list[bytes] = []  # stretches of user entries
-    run = pos = start
-    users = 0
-    width = FORMAT_WIDTH
-    for _ in range(pairs):
-        entry = pos
-        c = data[pos]
-        if c == 0xA3:
-            pos += 2 + data[pos + 1]
-            kind = _ROUTER_KEYS.get(data[entry + 2 : pos], -1)
-        elif c == 0xB3:
-            pos = skip(data, pos, end)
-            kind = _ROUTER_KEYS.get(data[entry + 5 : pos], -1)
-        else:
-            pos = skip(data, pos, end)
-            kind = -1
-        value = pos
-        w = width[data[pos]]
-        if w >= 0:
-            pos += 1 + w
-        elif w == VAR1:
-            pos += 2 + data[pos + 1]
-        else:
-            pos = skip(data, pos, end)
-        if pos > end:
-            raise MessageFormatError(f"message-annotations entry at offset {entry + base} overruns")
-        if kind < 0:
-            users += 1
-        else:
-            found[kind] = value + base
-            if run < entry:
-                runs.append(data[run:entry])
-            run = pos
-    if pos != end:
-        raise MessageFormatError(f"message-annotations map has {end - pos} bytes past its entries")
-    if run == start:
-        return None
-    if run < end:
-        runs.append(data[run:end])
-    return _new(
-        RouterKeys, (b"".join(runs), users, found[0], found[1], found[2], found[3], found[4])
     )
 
 
@@ -420,7 +364,7 @@ def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
             phase = _read_int(data, keys.phase, end, "phase")
         if keys.stream >= 0:
             stream = _read_int(data, keys.stream, end, "stream")
-    except _DECODE_FAULTS as exc:
+    except DECODE_FAULTS as exc:
         raise decode_fault(exc) from None
     return RouterAnnotations(
         ingress, trace, to, phase, stream, keys.user_entries, keys.user_count, trace_encoded
@@ -504,8 +448,8 @@ def _user_part(data: Buffer, info: MessageInfo) -> tuple[Buffer, int]:
         # scan skips a map without router keys; walk it before re-emitting it
         # beside router keys, or the next router would reject it for us.
         try:
-            _split(data, info.ma_items, info.ma_end, info.ma_count >> 1)
-        except _DECODE_FAULTS as exc:
+            split_map(data, info.ma_items, info.ma_end, info.ma_count >> 1, _ROUTER_KEYS, 5)
+        except DECODE_FAULTS as exc:
             raise decode_fault(exc) from None
     return data[info.ma_items : info.ma_end], info.ma_count >> 1
 
