@@ -82,9 +82,8 @@ class AddressTable:
         if spec.name is not None:
             self._names[spec.name] = pattern
         self._cache.clear()
-        log.info(
-            "address %s added as pattern %r (%s)", spec.name or "", pattern, spec.distribution.value
-        )
+        label = f" {spec.name!r}" if spec.name else ""
+        log.info("address%s configured: pattern %r, %s", label, pattern, spec.distribution.value)
         return pattern
 
     def remove(self, name_or_pattern: str) -> AddressSpec:

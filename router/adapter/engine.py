@@ -144,31 +144,31 @@ class Engine:
 
     def run(self) -> None:
         """Serve until ``stop()``; then close every connection and socket."""
-        poll = self.epoll.poll
         while not self._stopping:
-            now = self.clock()
-            timeout = max(0.0, min(self._next_tick - now, _TICK_S))
-            try:
-                ready = poll(timeout)
-            except InterruptedError:
-                continue
-            for fd, mask in ready:
-                conn = self.conns.get(fd)
-                if conn is not None:
-                    if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP
-                               | select.EPOLLERR):
-                        self._read(conn)
-                    if mask & select.EPOLLOUT:
-                        self.dirty.add(conn)
-                elif fd in self.listeners:
-                    self._accept(self.listeners[fd])
-                else:
-                    self._drain_wakeup()
-            now = self.clock()
-            if now >= self._next_tick:
-                self._tick(now)
-            self.process()
+            self.run_once(max(0.0, min(self._next_tick - self.clock(), _TICK_S)))
         self._shutdown()
+
+    def run_once(self, timeout: float) -> None:
+        """One wake-up: wait up to ``timeout`` s for I/O, then handle all of it."""
+        try:
+            ready = self.epoll.poll(timeout)
+        except InterruptedError:
+            return
+        for fd, mask in ready:
+            conn = self.conns.get(fd)
+            if conn is not None:
+                if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
+                    self._read(conn)
+                if mask & select.EPOLLOUT:
+                    self.dirty.add(conn)
+            elif fd in self.listeners:
+                self._accept(self.listeners[fd])
+            else:
+                self._drain_wakeup()
+        now = self.clock()
+        if now >= self._next_tick:
+            self._tick(now)
+        self.process()
 
     def _drain_wakeup(self) -> None:
         with contextlib.suppress(OSError):
@@ -199,9 +199,10 @@ class Engine:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._open(sock, listener, f"{addr[0]}:{addr[1]}")
+            self.adopt(sock, listener, f"{addr[0]}:{addr[1]}")
 
-    def _open(self, sock: socket.socket, listener: Listener, peer: str) -> None:
+    def adopt(self, sock: socket.socket, listener: Listener, peer: str) -> None:
+        """Serve an accepted (non-blocking) socket as a connection of ``listener``."""
         s = listener.settings
         self._next_conn_id += 1
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
