@@ -1,0 +1,67 @@
+"""``python -m bench``: build the load generator, run the scenarios in
+interleaved rounds, print medians, write results.json and results.png."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import attrs
+
+from bench import report
+from bench.build import build
+from bench.scenarios import SCENARIOS, SMOKE, Record, Scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per scenario (median)")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny runs of every scenario (CI): checks they work, not speed")
+    parser.add_argument("--count", type=int, default=0, help="messages per throughput run")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+    scale = SMOKE if args.smoke else Scale()
+    if args.count:
+        scale = Scale(count=args.count, big_count=max(100, args.count // 10),
+                      latency_seconds=scale.latency_seconds,
+                      idle_connections=scale.idle_connections, addresses=scale.addresses)
+    rounds = 1 if args.smoke else args.rounds
+    wanted = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    if not wanted:
+        parser.error(f"no such scenario; known: {', '.join(s.name for s in SCENARIOS)}")
+    binaries = build()
+    runs: dict[str, list[Record]] = {s.name: [] for s in wanted}
+    failures = 0
+    for round_no in range(rounds):
+        # Rotate the order each round so slow drifts of a shared machine
+        # spread over every scenario instead of hitting the last ones.
+        order = wanted[round_no % len(wanted):] + wanted[:round_no % len(wanted)]
+        for scenario in order:
+            started = time.monotonic()
+            try:
+                record = scenario.run(binaries, scale)
+            except Exception as exc:  # report and go on with the other scenarios
+                failures += 1
+                print(f"round {round_no + 1}: {scenario.name} FAILED: {exc}", file=sys.stderr)
+                continue
+            runs[scenario.name].append(record)
+            print(f"round {round_no + 1}: {scenario.name} done in "
+                  f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+    summary = report.summarise({k: v for k, v in runs.items() if v})
+    print(report.table(summary, {s.name: s.description for s in wanted}))
+    report.write(args.out, runs, summary,
+                 {"rounds": rounds, "scale": attrs.asdict(scale), "smoke": args.smoke})
+    print(f"\nwrote {args.out / 'results.json'} and {args.out / 'results.png'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Medians across rounds, the printed table, results.json and results.png."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+Record = dict[str, Any]
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
+            "kernel": platform.release()}
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarise(runs: dict[str, list[Record]]) -> dict[str, Record]:
+    """The median of every numeric measurement of each scenario."""
+    summary: dict[str, Record] = {}
+    for name, records in runs.items():
+        keys = {k for r in records for k, v in r.items() if isinstance(v, (int, float))}
+        med: Record = {k: _median([float(r[k]) for r in records if k in r]) for k in keys}
+        lat = [r["latency_us"] for r in records if isinstance(r.get("latency_us"), dict)]
+        if lat:
+            med["latency_us"] = {p: _median([float(x[p]) for x in lat]) for p in lat[0]}
+        med["rounds"] = len(records)
+        summary[name] = med
+    return summary
+
+
+def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
+    direct = summary.get("direct-100", {}).get("rate")
+    rows = [("scenario", "msg/s", "% direct", "router CPU s/100k", "us/msg",
+             "p50 us", "p99 us", "p99.9 us", "other")]
+    for name, s in summary.items():
+        rate = s.get("rate")
+        lat = s.get("latency_us", {})
+        other = []
+        if "rss_mb" in s:
+            other.append(f"RSS {s['rss_mb']:.0f} MB")
+        if "kb_per_connection" in s:
+            other.append(f"{s['kb_per_connection']:.0f} KB/conn")
+        if "startup_s" in s:
+            other.append(f"start-up {s['startup_s']:.2f} s")
+        rows.append((
+            name,
+            f"{rate:,.0f}" if rate else "",
+            f"{100 * rate / direct:.0f}%" if rate and direct else "",
+            f"{s['router_cpu_s_per_100k']:.2f}" if "router_cpu_s_per_100k" in s else "",
+            f"{s['router_us_per_msg']:.2f}" if "router_us_per_msg" in s else "",
+            f"{lat['p50']:.0f}" if lat else "",
+            f"{lat['p99']:.0f}" if lat else "",
+            f"{lat['p999']:.0f}" if lat else "",
+            ", ".join(other),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.extend(f"{name}: {descriptions[name]}" for name in summary if name in descriptions)
+    return "\n".join(lines)
+
+
+def write(out: Path, runs: dict[str, list[Record]], summary: dict[str, Record],
+          settings: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"machine": machine(), "settings": settings, "median": summary, "runs": runs}
+    (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    plot(out / "results.png", summary)
+
+
+def plot(path: Path, summary: dict[str, Record]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [(n, s["rate"]) for n, s in summary.items()
+             if "rate" in s and "latency" not in n]
+    lats = [(n, s["latency_us"]) for n, s in summary.items()
+            if n.startswith("latency") and "latency_us" in s]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    ax = axes[0]
+    if rates:
+        ax.barh([n for n, _ in rates][::-1], [r for _, r in rates][::-1], color="#3b7dd8")
+    ax.set_xlabel("messages per second (median)")
+    ax.set_title("Throughput")
+    ax = axes[1]
+    if lats:
+        width = 0.25
+        for i, p in enumerate(("p50", "p99", "p999")):
+            ax.bar([x + i * width for x in range(len(lats))], [lat[p] for _, lat in lats],
+                   width, label=p)
+        ax.set_xticks([x + width for x in range(len(lats))], [n for n, _ in lats])
+        ax.legend()
+    ax.set_ylabel("microseconds")
+    ax.set_title("Latency through one router")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

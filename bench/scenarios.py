@@ -1,0 +1,195 @@
+"""The benchmark scenarios.  Each run starts its own router(s) and load
+generators and returns one flat record of measurements.
+
+Throughput runs check correctness too: every message must arrive and, when
+unsettled, be accepted; a run that loses anything raises instead of
+reporting a rate.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from bench.processes import RouterProcess, finish, router_conf, start
+
+Record = dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class Scale:
+    """How big each run is (``smoke`` for CI, ``full`` for figures)."""
+
+    count: int = 200_000
+    big_count: int = 20_000
+    latency_seconds: float = 10.0
+    idle_connections: int = 1000
+    addresses: int = 10_000
+    timeout: float = 300.0
+
+
+SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
+              addresses=200, timeout=120.0)
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    name: str
+    kind: str  # "throughput", "latency" or "scale"
+    run: Callable[[dict[str, Path], Scale], Record]
+    description: str
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _send_args(bins: dict[str, Path], url: str, address: str, count: int, size: int,
+               presettled: bool, rate: int = 0) -> list[str]:
+    args = [str(bins["hop-send"]), url, address, "--count", str(count), "--size", str(size)]
+    if presettled:
+        args.append("--presettled")
+    if rate:
+        args += ["--rate", str(rate)]
+    return args
+
+
+def _recv_args(bins: dict[str, Path], url: str, address: str, count: int,
+               listen: bool = False) -> list[str]:
+    args = [str(bins["hop-recv"]), url, address, "--count", str(count)]
+    return [*args, "--listen"] if listen else args
+
+
+def _check(sent: Record, received: list[Record], count: int, presettled: bool) -> None:
+    for r in received:
+        if r["received"] != count:
+            raise RuntimeError(f"receiver got {r['received']} of {count}")
+    if not presettled and sent["accepted"] != count:
+        raise RuntimeError(f"sender had {sent['accepted']} of {count} accepted: {sent}")
+
+
+def _through_router(bins: dict[str, Path], scale: Scale, *, size: int, presettled: bool,
+                    receivers: int = 1, extra: str = "", address: str = "bench",
+                    count: int | None = None) -> Record:
+    n = count if count is not None else (scale.count if size <= 1024 else scale.big_count)
+    with RouterProcess(router_conf(extra=extra)) as router:
+        recvs = [start(_recv_args(bins, router.url, address, n)) for _ in range(receivers)]
+        time.sleep(0.3)  # let the receivers attach, so the sender gets credit at once
+        cpu0 = router.cpu()
+        sender = start(_send_args(bins, router.url, address, n, size, presettled))
+        sent = finish(sender, scale.timeout)
+        received = [finish(r, scale.timeout) for r in recvs]
+        cpu = router.cpu() - cpu0
+    _check(sent, received, n, presettled)
+    seconds = max(r["end_ns"] for r in received) - min([sent["start_ns"]])
+    rate = n / (seconds / 1e9) if seconds > 0 else float("nan")
+    return {"messages": n, "rate": rate, "sender_rate": sent["rate"],
+            "router_cpu_s_per_100k": cpu * 100_000 / n, "router_us_per_msg": cpu * 1e6 / n,
+            "latency_us": received[0]["latency_us"]}
+
+
+def direct(presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        url = f"127.0.0.1:{_free_port()}"
+        recv = start(_recv_args(bins, url, "bench", scale.count, listen=True))
+        assert recv.stdout is not None
+        if recv.stdout.readline().strip() != "listening":
+            raise RuntimeError("hop-recv did not listen")
+        sent = finish(start(_send_args(bins, url, "bench", scale.count, 100, presettled)),
+                      scale.timeout)
+        received = finish(recv, scale.timeout)
+        _check(sent, [received], scale.count, presettled)
+        seconds = (received["end_ns"] - sent["start_ns"]) / 1e9
+        return {"messages": scale.count, "rate": scale.count / seconds,
+                "sender_rate": sent["rate"], "latency_us": received["latency_us"]}
+    return run
+
+
+def one_router(size: int, presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        return _through_router(bins, scale, size=size, presettled=presettled)
+    return run
+
+
+def multicast(receivers: int) -> Callable[[dict[str, Path], Scale], Record]:
+    extra = "address {\n    prefix: mc\n    distribution: multicast\n}\n"
+
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        return _through_router(bins, scale, size=100, presettled=False, receivers=receivers,
+                               extra=extra, address="mc.bench", count=scale.count // 2)
+    return run
+
+
+def latency(rate: int) -> Callable[[dict[str, Path], Scale], Record]:
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = max(100, int(rate * scale.latency_seconds))
+        with RouterProcess(router_conf()) as router:
+            recv = start(_recv_args(bins, router.url, "lat", n))
+            time.sleep(0.3)
+            cpu0 = router.cpu()
+            sent = finish(start(_send_args(bins, router.url, "lat", n, 100, False, rate=rate)),
+                          scale.timeout)
+            received = finish(recv, scale.timeout)
+            cpu = router.cpu() - cpu0
+        _check(sent, [received], n, False)
+        return {"messages": n, "rate": sent["rate"], "latency_us": received["latency_us"],
+                "router_cpu_s_per_100k": cpu * 100_000 / n}
+    return run
+
+
+def idle_connections(bins: dict[str, Path], scale: Scale) -> Record:
+    """Resident memory of a router holding many open, idle AMQP connections."""
+    from bench.idle import open_idle_connections
+
+    with RouterProcess(router_conf()) as router:
+        base = router.rss()
+        with open_idle_connections(router.ports[0], scale.idle_connections):
+            time.sleep(0.5)
+            loaded = router.rss()
+    return {"connections": scale.idle_connections, "rss_mb": loaded / 2**20,
+            "baseline_rss_mb": base / 2**20,
+            "kb_per_connection": (loaded - base) / 1024 / scale.idle_connections}
+
+
+def many_addresses(bins: dict[str, Path], scale: Scale) -> Record:
+    """Start-up time and memory with many configured addresses."""
+    extra = "".join(f"address {{\n    prefix: svc{i}.region\n    distribution: "
+                    f"{('balanced', 'closest', 'multicast')[i % 3]}\n}}\n"
+                    for i in range(scale.addresses))
+    with RouterProcess(router_conf(extra=extra)) as router:
+        return {"addresses": scale.addresses, "startup_s": router.startup_s,
+                "rss_mb": router.rss() / 2**20}
+
+
+SCENARIOS = [
+    Scenario(name="direct-100", kind="throughput", run=direct(False),
+             description="no router: hop-send to hop-recv, 100 B, unsettled (the ceiling)"),
+    Scenario(name="direct-100-presettled", kind="throughput", run=direct(True),
+             description="no router, 100 B, pre-settled"),
+    Scenario(name="router-100", kind="throughput", run=one_router(100, False),
+             description="one router, 100 B, unsettled, every message accepted end to end"),
+    Scenario(name="router-100-presettled", kind="throughput", run=one_router(100, True),
+             description="one router, 100 B, pre-settled"),
+    Scenario(name="router-1k", kind="throughput", run=one_router(1024, False),
+             description="one router, 1 KiB, unsettled"),
+    Scenario(name="router-64k", kind="throughput", run=one_router(65536, False),
+             description="one router, 64 KiB, unsettled"),
+    Scenario(name="multicast-4", kind="throughput", run=multicast(4),
+             description="one router, multicast to 4 receivers, 100 B, unsettled"),
+    Scenario(name="latency-1000", kind="latency", run=latency(1000),
+             description="one router, 1,000 msg/s, 100 B"),
+    Scenario(name="latency-5000", kind="latency", run=latency(5000),
+             description="one router, 5,000 msg/s, 100 B"),
+    Scenario(name="idle-connections", kind="scale", run=idle_connections,
+             description="resident memory with idle AMQP connections"),
+    Scenario(name="many-addresses", kind="scale", run=many_addresses,
+             description="start-up time and memory with configured addresses"),
+]
