@@ -36,6 +36,7 @@ _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
 _TICK_S = 1.0
 _IO_BUFFER = 65536
+_UNLIMITED_SESSION_FRAMES = 2**31 // 65536
 
 PN_DELIVERY = lib.PN_DELIVERY
 PN_TRANSPORT = lib.PN_TRANSPORT
@@ -101,7 +102,9 @@ class Engine:
         self.by_connection: dict[Any, Conn] = {}
         self.links: dict[Any, InLink | OutLink] = {}
         self.forwarder = Forwarder(router, router_id)
-        self.dirty: set[Conn] = set()
+        # Connections with output to write: the forwarder adds the ones it
+        # touches (a disposition or settlement raises no PN_TRANSPORT event).
+        self.dirty: set[Conn] = self.forwarder.dirty
         self._next_conn_id = 0
         self._stopping = False
         self._rbuf = bytearray(_IO_BUFFER)
@@ -323,8 +326,8 @@ class Engine:
         self._dispatch()
         self.forwarder.flush_credit()
         self._dispatch()
-        dirty = self.dirty
-        self.dirty = set()
+        dirty = list(self.dirty)
+        self.dirty.clear()
         for conn in dirty:
             if not conn.closed:
                 self._write(conn)
@@ -338,8 +341,6 @@ class Engine:
         delivery_link = lib.pn_delivery_link
         links = self.links
         fwd = self.forwarder
-        by_transport = self.by_transport
-        dirty = self.dirty
         while True:
             e = peek(collector)
             if not e:
@@ -355,10 +356,12 @@ class Engine:
                         fwd.outgoing(d, link)
                     else:
                         lib.pn_delivery_settle(d)
+                        self._touched(e)
                 elif t == PN_TRANSPORT:
-                    conn = by_transport.get(lib.pn_event_transport(e))
-                    if conn is not None:
-                        dirty.add(conn)
+                    # Raised for every change with output to write; the handlers
+                    # mark the connections they change instead (self.dirty),
+                    # which costs less than looking each event's transport up.
+                    pass
                 elif t == PN_LINK_FLOW:
                     link = links.get(lib.pn_event_link(e))
                     if type(link) is OutLink:
@@ -374,7 +377,14 @@ class Engine:
                     raise
             pop(collector)
 
+    def _touched(self, e: Any) -> None:
+        """Mark the connection of an event as having output to write."""
+        conn = self.by_connection.get(lib.pn_event_connection(e))
+        if conn is not None:
+            self.dirty.add(conn)
+
     def _lifecycle(self, t: int, e: Any) -> None:
+        self._touched(e)
         if t == lib.PN_CONNECTION_REMOTE_OPEN:
             self._connection_opened(lib.pn_event_connection(e))
         elif t == lib.PN_SESSION_REMOTE_OPEN:
@@ -427,10 +437,12 @@ class Engine:
         conn = self.by_connection.get(lib.pn_session_connection(ssn))
         if conn is not None:
             s = conn.listener.settings
-            if s.max_session_frames:
-                # The session's incoming window, in bytes (reference 3.2).
-                lib.pn_session_set_incoming_capacity(ssn,
-                                                     s.max_frame_size * s.max_session_frames)
+            # The session's incoming window, in bytes (reference 3.2).  Unset,
+            # proton's default window is small enough to stall a fast sender
+            # for a round trip every few dozen messages; qdrouterd's default
+            # is an unlimited window, bounded in practice by link credit.
+            frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
+            lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
         lib.pn_session_open(ssn)
 
     def _link_opened(self, lptr: Any) -> None:

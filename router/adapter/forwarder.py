@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from addressing import Distribution, choose_balanced, choose_closest
+from addressing import Distribution, choose_balanced
 from router.adapter.pn import NULL, ffi, lib
 from router.core import (
     UNAVAILABLE,
@@ -105,10 +105,17 @@ class Forwarder:
         self.router = router
         self.router_id = router_id
         self.credit_dirty: set[InLink] = set()
+        # Adapter connections (``Connection.handle``) that have output to write.
+        self.dirty: set[Any] = set()
+        # Outgoing delivery tags: an 8-byte counter written into one buffer that
+        # a preallocated pn_bytes_t points at (pn_delivery copies the tag).
         self._tag = ffi.new("uint64_t*")
         self._tag_bytes = ffi.new("pn_bytes_t*", (8, ffi.cast("char*", self._tag)))[0]
+        self._next_tag = 0
         self._buf = bytearray(65536)
+        self._view = memoryview(self._buf)
         self._cbuf = ffi.from_buffer(self._buf)
+        self._size = len(self._buf)
         self.dropped_presettled = 0
         self._encoder = AnnotationEncoder(router_id)
 
@@ -116,7 +123,9 @@ class Forwarder:
 
     def _grow(self, size: int) -> None:
         self._buf = bytearray(max(size, 2 * len(self._buf)))
+        self._view = memoryview(self._buf)
         self._cbuf = ffi.from_buffer(self._buf)
+        self._size = len(self._buf)
 
     def incoming(self, d: Any, il: InLink) -> None:
         """A PN_DELIVERY event on a router-incoming link."""
@@ -124,6 +133,25 @@ class Forwarder:
             if pn_delivery_settled(d):
                 self._producer_settled(d, il)
             return
+        if pn_delivery_partial(d) or pn_delivery_aborted(d) or il.partial is not None:
+            self._incoming_in_pieces(d, il)
+            return
+        lptr = il.handle
+        n = pn_delivery_pending(d)
+        if n > self._size:
+            self._grow(n)
+        pn_link_recv(lptr, self._cbuf, n)
+        data = self._view[:n].tobytes()
+        if pn_delivery_settled(d):
+            pn_link_advance(lptr)
+            pn_delivery_settle(d)
+            self.route(None, il, data)
+        else:
+            pn_link_advance(lptr)
+            self.route(d, il, data)
+
+    def _incoming_in_pieces(self, d: Any, il: InLink) -> None:
+        """A multi-frame or aborted transfer: gather it until it is complete."""
         if pn_delivery_aborted(d):
             # Nothing was forwarded yet (messages are forwarded once complete),
             # so an aborted transfer just goes away; no outcome is due (6.5).
@@ -132,23 +160,19 @@ class Forwarder:
             self.credit_dirty.add(il)
             return
         lptr = il.handle
-        pending = pn_delivery_pending(d)
-        if pending > len(self._buf):
-            self._grow(pending)
-        n = pn_link_recv(lptr, self._cbuf, pending) if pending else 0
+        n = pn_delivery_pending(d)
+        if n > self._size:
+            self._grow(n)
+        if n:
+            n = pn_link_recv(lptr, self._cbuf, n)
+        if il.partial is None:
+            il.partial = bytearray()
+        if n > 0:
+            il.partial += self._view[:n]
         if pn_delivery_partial(d):
-            if il.partial is None:
-                il.partial = bytearray()
-            if n > 0:
-                il.partial += self._buf[:n]
             return
-        if il.partial is not None:
-            if n > 0:
-                il.partial += self._buf[:n]
-            data = bytes(il.partial)
-            il.partial = None
-        else:
-            data = bytes(self._buf[:n]) if n > 0 else b""
+        data = bytes(il.partial)
+        il.partial = None
         settled = pn_delivery_settled(d)
         pn_link_advance(lptr)
         if settled:
@@ -176,15 +200,25 @@ class Forwarder:
         if dist is _MULTICAST:
             self._multicast(d, il, data, consumers)
             return
-        ol = choose_closest(consumers) if dist is _CLOSEST else choose_balanced(consumers)
-        assert ol is not None
+        if len(consumers) == 1:
+            ol = consumers[0]
+        elif dist is _CLOSEST:
+            ol = consumers[0]
+            consumers.append(consumers.pop(0))
+        else:
+            best = choose_balanced(consumers)
+            assert best is not None
+            ol = best
         if d is None:
             self.credit_dirty.add(il)
-            self.send(ol, data, None)
-            return
-        t = Transfer(d, il)
-        il.unsettled[d] = t
-        self.send(ol, data, t)
+            ref: Transfer | None = None
+        else:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        if ol.credit > 0 and not ol.queue:
+            self._transmit(ol, data, ref)
+        else:
+            self.send(ol, data, ref)
 
     def _ingress_annotations(self, d: Any, il: InLink, data: bytes) -> bytes | None:
         """Strip a client's router annotations (stripAnnotations in/both) or
@@ -267,6 +301,7 @@ class Forwarder:
             lib.pn_disposition_set_failed(pn_delivery_local(d), True)
         pn_delivery_update(d, state)
         pn_delivery_settle(d)
+        self.dirty.add(il.conn.handle)
 
     def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink]) -> None:
         if d is None:
@@ -292,37 +327,39 @@ class Forwarder:
         ol.queue.append((data, ref))
 
     def _transmit(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None) -> None:
-        lptr = ol.handle
-        if not ol.conn.strip_out or _ROUTER_KEY in data:
+        conn = ol.conn
+        if not conn.strip_out or _ROUTER_KEY in data:
             data = self._egress_annotations(ol, data)
-        tag = self._tag
-        tag[0] += 1
+        lptr = ol.handle
+        self._next_tag += 1
+        self._tag[0] = self._next_tag
         od = pn_delivery(lptr, self._tag_bytes)
         pn_link_send(lptr, data, len(data))
         pn_link_advance(lptr)
         ol.credit -= 1
+        self.dirty.add(conn.handle)
         if ref is None:
             pn_delivery_settle(od)
-            return
-        if type(ref) is Transfer:
-            if ref.in_delivery is None:  # the producer settled or left meanwhile
+        elif type(ref) is Transfer:
+            d = ref.in_delivery
+            if d is None:  # the producer settled or left meanwhile
                 pn_delivery_settle(od)
-                return
-            if ol.presettle:
+            elif ol.presettle:
                 pn_delivery_settle(od)
-                self._finish(ref.in_delivery, ref.in_link, ACCEPTED)
-                ref.in_link.unsettled.pop(ref.in_delivery, None)
-                return
-            ref.out_delivery = od
-            ref.out_link = ol
+                ref.in_link.unsettled.pop(d, None)
+                self._finish(d, ref.in_link, ACCEPTED)
+            else:
+                ref.out_delivery = od
+                ref.out_link = ol
+                ol.unsettled[od] = ref
         else:
             assert isinstance(ref, Fanout)
             if ref.in_delivery is None or ol.presettle:
                 pn_delivery_settle(od)
                 self._copy_done(ref, None, ACCEPTED if ol.presettle else RELEASED)
-                return
-            ref.copies[od] = ol
-        ol.unsettled[od] = ref
+            else:
+                ref.copies[od] = ol
+                ol.unsettled[od] = ref
 
     def _drop_queued_presettled(self, ol: OutLink) -> None:
         """Reference 5.6: a full queue sheds its pre-settled copies but the head."""
@@ -346,6 +383,7 @@ class Forwarder:
         if not queue and pn_link_get_drain(lptr):
             pn_link_drained(lptr)
             ol.credit = 0
+            self.dirty.add(ol.conn.handle)
 
     # -- outcomes and settlement -------------------------------------------------
 
@@ -361,7 +399,10 @@ class Forwarder:
         if type(ref) is Transfer:
             d = ref.in_delivery
             if d is not None and state:
-                copy_disposition(d, od, state)
+                if state in (ACCEPTED, RELEASED):
+                    pn_delivery_update(d, state)
+                else:
+                    copy_disposition(d, od, state)
             if settled:
                 del ol.unsettled[od]
                 pn_delivery_settle(od)
@@ -370,6 +411,8 @@ class Forwarder:
                     il = ref.in_link
                     del il.unsettled[d]
                     self.credit_dirty.add(il)
+            if d is not None:
+                self.dirty.add(ref.in_link.conn.handle)
             return
         assert isinstance(ref, Fanout)
         if settled:
@@ -400,6 +443,7 @@ class Forwarder:
         d = f.in_delivery
         if d is not None and f.reported and f.reported == f.pending and f.outcome is not None:
             pn_delivery_update(d, f.outcome)
+            self.dirty.add(f.in_link.conn.handle)
 
     def _copy_done(self, f: Fanout, _od: Any, state: int | None) -> None:
         """One multicast copy settled, with ``state`` unless already reported."""
@@ -433,6 +477,7 @@ class Forwarder:
                     if state:
                         pn_delivery_update(od, state)
                     pn_delivery_settle(od)
+                    self.dirty.add(ref.out_link.conn.handle)
             else:
                 assert isinstance(ref, Fanout)
                 for od, ol in ref.copies.items():
@@ -440,8 +485,10 @@ class Forwarder:
                     if state:
                         pn_delivery_update(od, state)
                     pn_delivery_settle(od)
+                    self.dirty.add(ol.conn.handle)
                 ref.copies.clear()
         pn_delivery_settle(d)
+        self.dirty.add(il.conn.handle)
         self.credit_dirty.add(il)
 
     # -- links going away ----------------------------------------------------------
@@ -489,6 +536,7 @@ class Forwarder:
                     lib.pn_disposition_set_failed(pn_delivery_local(od), True)
                     pn_delivery_update(od, MODIFIED)
                     pn_delivery_settle(od)
+                    self.dirty.add(ol.conn.handle)
                 ref.copies.clear()
         self.credit_dirty.discard(il)
 
@@ -509,10 +557,12 @@ class Forwarder:
                 grant -= 1
             if grant > 0:
                 pn_link_flow(lptr, grant)
+                self.dirty.add(il.conn.handle)
 
     def block(self, il: InLink) -> None:
         """The sender's address lost its last destination: drain its credit."""
         lib.pn_link_drain(il.handle, 0)
+        self.dirty.add(il.conn.handle)
 
     def unblock(self, il: InLink) -> None:
         """The sender's address has a destination again."""

@@ -1,9 +1,10 @@
 """Low-level AMQP 1.0 type codec for the data plane (AMQP 1.0 part 1.6).
 
-Owns: the format-code table, skipping over one encoded value without
-decoding it, reading the few scalar types the router looks at (strings,
-symbols, integers), and encoding strings, symbols, ints, lists of strings and
-the message-annotations section header; and ``MessageFormatError``.
+Owns: the format-code table; skipping over one encoded value without
+decoding it; reading the few things the router looks at (section
+descriptors, strings, symbols, integers) and splitting a map by its symbol
+keys; encoding strings, symbols, ints, lists and the message-annotations
+section header; and ``MessageFormatError``.
 
 Must not: import proton or anything outside the stdlib; build Python objects
 for values it only skips; catch errors. Callers on the per-message path turn

@@ -22,8 +22,15 @@ Must not:
   * raise anything but ``MessageFormatError`` for bad input.
 
 Unlike qdrouterd (quirk 11), user entries after a router key are kept, in
-their received order. Results are NamedTuples, not attrs classes: creating one
-costs a third of an attrs/slots ``__init__`` call and they are immutable.
+their received order. ``scan`` walks the annotations map only when it holds
+the bytes ``x-opt-qd.``; a map without router keys is walked (validated) only
+when ``annotate`` re-emits it. Rewritten maps use the compact encodings
+(map8, list8, str8, smallint) whenever they fit, so a proton-encoded map32 of
+user entries comes back as a map8 after annotate/strip; sections other than
+message-annotations keep every byte.
+
+Results are NamedTuples built with ``tuple.__new__``, not attrs classes:
+that costs under half of a slots ``__init__`` call, and they are immutable.
 """
 
 from typing import Final, NamedTuple
@@ -123,6 +130,8 @@ class RouterKeys(NamedTuple):
 class MessageInfo(NamedTuple):
     """Where the sections of an encoded message are, and what the router reads.
 
+    ``priority`` is the header's ubyte priority (None when absent or of
+    another type); ``to`` is ``properties.to`` (None when absent or not read).
     Offsets index the scanned buffer; an absent section's offset is -1.
     ``ma_start:ma_end`` is the message-annotations section, or the empty span
     where one belongs when there is none; ``ma_items`` is the offset of its
@@ -505,13 +514,14 @@ class AnnotationEncoder:
     ``ingress`` is ``"0/<router_id>"`` (qdrouterd has one area, "0").
     """
 
-    __slots__ = ("_ingress_entry", "_own", "_trace_entry", "ingress")
+    __slots__ = ("_ingress_entry", "_own", "_own_entries", "_trace_entry", "ingress")
 
     def __init__(self, router_id: str) -> None:
         self.ingress = f"0/{router_id}"
         self._own = encode_string(self.ingress)
         self._ingress_entry = _K_INGRESS + self._own
         self._trace_entry = _K_TRACE + encode_list(self._own, 1)
+        self._own_entries = self._ingress_entry + self._trace_entry
 
     def annotate(
         self,
@@ -539,17 +549,18 @@ class AnnotationEncoder:
             MessageFormatError: as for :func:`annotate`.
         """
         user, users = _user_part(data, info)
-        router = self._ingress_entry + self._trace_entry
-        if annotations is not None and (annotations.ingress is not None or annotations.trace):
-            ingress = annotations.ingress
-            trace = annotations.trace
-            router = (
-                self._ingress_entry if ingress is None else _K_INGRESS + encode_string(ingress)
-            ) + (
-                _K_TRACE + encode_list(annotations.trace_encoded + self._own, len(trace) + 1)
-                if trace
-                else self._trace_entry
-            )
+        router = self._own_entries
+        if annotations is not None:
+            ingress, trace = annotations.ingress, annotations.trace
+            if ingress is not None or trace:
+                ingress_entry = self._ingress_entry
+                if ingress is not None:
+                    ingress_entry = _K_INGRESS + encode_string(ingress)
+                trace_entry = self._trace_entry
+                if trace:
+                    items = annotations.trace_encoded + self._own
+                    trace_entry = _K_TRACE + encode_list(items, len(trace) + 1)
+                router = ingress_entry + trace_entry
         if not phase and stream is None and to is None:
             return _replace(data, info, user, users, router, 2)
         head, heads = _routing_entries(to, phase, stream)

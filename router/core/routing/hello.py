@@ -1,0 +1,81 @@
+"""The HELLO protocol: who we hear, and telling neighbours (reference 9.3, 9.5; ROUTER_HELLO).
+
+Owns the ``seen`` set (routers whose HELLO arrived within
+``hello_max_age_s``), the HELLO period, and duplicate-router-id detection.
+
+Must not: decide neighbour status, link state or routes; a HELLO that lists
+our id is handed to the node tracker, which makes the sender a neighbour.
+Must not read the clock: ``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Final
+
+import attrs
+
+from router.core.routing.effects import DuplicateRouterId, Effect, SendHello
+from router.core.routing.logs import RouterLogger
+from router.core.routing.messages import Hello
+
+__all__ = ["HelloProtocol"]
+
+log = logging.getLogger(__name__)
+
+# Periodic timers compare elapsed time with this slack so that float
+# arithmetic on ``now`` cannot skip a period.
+TIME_SLACK_S: Final = 1e-6
+
+
+@attrs.define
+class HelloProtocol:
+    """Sends HELLOs and records the ones received."""
+
+    router_id: str
+    instance: int
+    hello_interval_s: float
+    hello_max_age_s: float
+    seen: dict[str, float] = attrs.field(factory=dict)
+    last_hello: float | None = None
+    duplicate_reported: bool = False
+    log: RouterLogger = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.log = RouterLogger(log, self.router_id)
+
+    def tick(self, now: float, link_ids: Iterable[int]) -> list[Effect]:
+        """Forget stale HELLOs; every ``hello_interval_s`` send a HELLO on each control link."""
+        for router_id, when in list(self.seen.items()):
+            if now - when > self.hello_max_age_s:
+                del self.seen[router_id]
+                self.log.debug("HELLO peer expired: %s", router_id)
+        if self.last_hello is not None and now - self.last_hello < (
+            self.hello_interval_s - TIME_SLACK_S
+        ):
+            return []
+        self.last_hello = now
+        message = Hello(id=self.router_id, instance=self.instance, seen=tuple(self.seen))
+        effects: list[Effect] = [SendHello(link_id=link, message=message) for link in link_ids]
+        if effects:
+            self.log.debug("SENT %r", message)
+        return effects
+
+    def hello_received(self, msg: Hello, link_id: int, now: float) -> tuple[bool, list[Effect]]:
+        """Record a HELLO.
+
+        Returns:
+            Whether it lists our id (the link is bidirectional), and effects
+            (``DuplicateRouterId`` the first time a HELLO carries our own id
+            with another instance).
+        """
+        self.log.debug("RCVD %r on link %d", msg, link_id)
+        if msg.id == self.router_id:
+            if msg.instance != self.instance and not self.duplicate_reported:
+                self.duplicate_reported = True
+                self.log.critical("Detected Neighbor Router with a Duplicate ID - %s", msg.id)
+                return False, [DuplicateRouterId(id=msg.id, instance=msg.instance, link_id=link_id)]
+            return False, []
+        self.seen[msg.id] = now
+        return self.router_id in msg.seen, []
