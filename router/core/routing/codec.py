@@ -380,7 +380,8 @@ def _message(opcode: Opcode, f: _Fields, rid: str) -> ControlMessage:
             mobile_seq=f.integer("mobile_seq"),
             add=f.strings("add") if has_add else (),
             delete=f.strings("del") if has_del else (),
-            hints=f.ints("hints") if "hints" in f.fields else (),
+            # mobile.c ignores a hints field that is not a list.
+            hints=f.ints("hints") if isinstance(f.fields.get("hints"), list | Array) else (),
             exist=exist,
         )
     assert_never(opcode)

@@ -1,0 +1,163 @@
+"""HELLO, neighbour discovery and neighbour loss (reference 9.3-9.5), with a fake clock."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from router.core.routing import (
+    ALL,
+    DuplicateRouterId,
+    Hello,
+    RouterAdded,
+    RoutesChanged,
+    RoutingProtocol,
+)
+from tests.unit.routing.helpers import advertisements, establish, hellos, of, sent, ticks
+
+
+def test_first_tick_is_due_at_once_then_every_second() -> None:
+    p = RoutingProtocol("A", 100)
+    assert p.next_deadline() == float("-inf")
+    p.tick(10.0)
+    assert p.next_deadline() == 11.0
+    assert p.tick(10.5) == []
+    p.tick(11.0)
+    assert p.next_deadline() == 12.0
+    p.tick(15.2)  # late: the next one is a second after now
+    assert p.next_deadline() == pytest.approx(16.2)
+
+
+def test_hello_goes_on_every_connected_link_every_interval() -> None:
+    p = RoutingProtocol("A", 100, hello_interval_s=2)
+    p.neighbor_connected(3, 1, 0.0)
+    p.neighbor_connected(1, 5, 0.0)
+    first = hellos(p.tick(0.0))
+    assert [h.link_id for h in first] == [1, 3]
+    assert first[0].message == Hello(id="A", instance=100, seen=())
+    assert first[0].to == "amqp:/_local/qdhello"
+    assert hellos(p.tick(1.0)) == []
+    assert len(hellos(p.tick(2.0))) == 2
+
+
+def test_seen_lists_routers_heard_within_max_age() -> None:
+    p = RoutingProtocol("A", 100)
+    p.neighbor_connected(1, 1, 0.0)
+    p.control_received(Hello(id="B", instance=7), 1, 0.0)
+    assert hellos(p.tick(0.0))[0].message.seen == ("B",)
+    assert hellos(p.tick(3.0))[0].message.seen == ("B",)
+    assert hellos(p.tick(4.0))[0].message.seen == ()
+
+
+def test_hello_not_listing_us_does_not_make_a_neighbor() -> None:
+    p = RoutingProtocol("A", 100)
+    p.neighbor_connected(1, 1, 0.0)
+    assert p.control_received(Hello(id="B", instance=7, seen=["C"]), 1, 0.0) == []
+    assert p.neighbors == {}
+
+
+def test_hello_listing_us_establishes_the_neighbor_with_the_connection_cost() -> None:
+    p = RoutingProtocol("A", 100)
+    effects = establish(p, "B", link=4, cost=7)
+    assert of(effects, RouterAdded) == [RouterAdded(id="B")]
+    [changed] = of(effects, RoutesChanged)
+    assert changed.neighbors == {"B": 4}
+    assert p.link_state.peers == {"B": 7}
+    assert p.neighbors["B"].cost == 7 and p.neighbors["B"].link_id == 4
+
+    effects = p.tick(0.5)
+    assert p.ls_seq == 1
+    assert [e.destination for e in sent(effects, "LSR")] == ["B"]
+    assert sent(effects, "RA")[-1].destination is ALL
+    assert advertisements(effects)[-1].ls_seq == 1
+    [changed] = of(effects, RoutesChanged)
+    assert changed.routes.next_hop("B") == "B" and changed.routes.cost("B") == 7
+
+
+def test_neighbor_lost_when_hellos_stop() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0)
+    ticks(p, 0.0, 3.0)
+    assert "B" in p.neighbors
+    effects = p.tick(4.0)  # last HELLO 4 s ago > hello_max_age_s
+    assert p.neighbors == {}
+    assert p.link_state.peers == {}
+    assert p.ls_seq == 2
+    assert advertisements(effects)[-1].ls_seq == 2
+    assert of(effects, RoutesChanged)[-1].routes.routes == {}
+
+
+def test_neighbor_kept_alive_by_hellos() -> None:
+    p = RoutingProtocol("A", 100)
+    for second in range(10):
+        now = float(second)
+        establish(p, "B", now=now)
+        p.tick(now)
+    assert "B" in p.neighbors and p.ls_seq == 1
+
+
+def test_disconnect_loses_the_neighbor_at_once() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=2)
+    p.tick(0.0)
+    effects = p.neighbor_disconnected(2, 0.3)
+    [changed] = of(effects, RoutesChanged)
+    assert changed.neighbors == {}
+    assert p.link_state.peers == {}
+    assert hellos(p.tick(1.0)) == []
+    assert p.ls_seq == 2
+
+
+def test_losing_another_connection_keeps_the_neighbor() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=1)
+    p.neighbor_connected(2, 1, 0.0)
+    assert p.neighbor_disconnected(2, 0.1) == []
+    assert "B" in p.neighbors
+
+
+def test_cost_change_is_not_picked_up_until_the_neighbor_is_relearnt() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=1, cost=3)
+    p.neighbor_disconnected(1, 0.1)
+    establish(p, "B", link=2, cost=5, now=0.2)
+    assert p.link_state.peers == {"B": 5}
+    establish(p, "B", link=3, cost=9, now=0.3)  # QUIRK: still 5
+    assert p.link_state.peers == {"B": 5}
+
+
+def test_hello_on_unknown_link_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    p = RoutingProtocol("A", 100)
+    with caplog.at_level(logging.WARNING):
+        assert p.control_received(Hello(id="B", seen=["A"]), 9, 0.0) == []
+        assert p.control_received(Hello(id="B", seen=["A"]), None, 0.0) == []
+    assert len(caplog.records) == 1
+
+
+def test_duplicate_router_id_is_reported_once_at_critical(caplog: pytest.LogCaptureFixture) -> None:
+    p = RoutingProtocol("A", 100)
+    p.neighbor_connected(1, 1, 0.0)
+    with caplog.at_level(logging.CRITICAL):
+        first = p.control_received(Hello(id="A", instance=999, seen=["A"]), 1, 0.0)
+        again = p.control_received(Hello(id="A", instance=999), 1, 1.0)
+    assert first == [DuplicateRouterId(id="A", instance=999, link_id=1)]
+    assert again == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "[A] Detected Neighbor Router with a Duplicate ID - A"]
+    assert p.neighbors == {}
+
+
+def test_own_hello_echo_with_our_instance_is_silently_ignored() -> None:
+    p = RoutingProtocol("A", 100)
+    p.neighbor_connected(1, 1, 0.0)
+    assert p.control_received(Hello(id="A", instance=100), 1, 0.0) == []
+
+
+def test_log_lines_carry_the_router_id(caplog: pytest.LogCaptureFixture) -> None:
+    p = RoutingProtocol("A", 100)
+    with caplog.at_level(logging.INFO, logger="router.core.routing"):
+        establish(p, "B")
+    assert any(r.name == "router.core.routing.linkstate"
+               and r.getMessage() == "[A] neighbor B established on link 1, cost 1"
+               for r in caplog.records)
