@@ -29,6 +29,7 @@ from router.core import (
     Transfer,
     decode_annotations,
     fold_multicast,
+    may_have_router_keys,
     scan,
     strip_router_annotations,
 )
@@ -182,11 +183,13 @@ class Forwarder:
 
     def route(self, d: Any, il: InLink, data: bytes) -> None:
         """Forward one complete message; ``d`` is ``None`` when pre-settled."""
-        if _ROUTER_KEY in data:
+        keys = may_have_router_keys(data)
+        if keys:
             checked = self._ingress_annotations(d, il, data)
             if checked is None:
                 return
             data = checked
+            keys = not il.conn.strip_in
         record = il.record
         if record is None:
             record = self._anonymous_record(d, il, data)
@@ -216,7 +219,7 @@ class Forwarder:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
         if ol.credit > 0 and not ol.queue:
-            self._transmit(ol, data, ref)
+            self._transmit(ol, data, ref, keys)
         else:
             self.send(ol, data, ref)
 
@@ -326,9 +329,12 @@ class Forwarder:
             self._drop_queued_presettled(ol)
         ol.queue.append((data, ref))
 
-    def _transmit(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None) -> None:
+    def _transmit(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None,
+                  keys: bool = True) -> None:
+        """Send one copy now; ``keys`` False promises ``data`` has no router
+        annotations (so a stripping connection needs no rewrite)."""
         conn = ol.conn
-        if not conn.strip_out or _ROUTER_KEY in data:
+        if not conn.strip_out or (keys and may_have_router_keys(data)):
             data = self._egress_annotations(ol, data)
         lptr = ol.handle
         self._next_tag += 1

@@ -21,6 +21,7 @@ from router.core.message import (
     RouterAnnotations,
     annotate,
     decode_annotations,
+    may_have_router_keys,
     scan,
     strip_router_annotations,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "annotate",
     "decode_annotations",
     "fold_multicast",
+    "may_have_router_keys",
     "outcome_for_lost_copy",
     "scan",
     "strip_router_annotations",

@@ -72,6 +72,7 @@ __all__ = [
     "decode_annotations",
     "encode_string",
     "encode_symbol",
+    "may_have_router_keys",
     "scan",
     "strip_router_annotations",
 ]
@@ -173,6 +174,51 @@ class RouterAnnotations(NamedTuple):
 
 
 NO_ANNOTATIONS: Final = RouterAnnotations(None, None, None, None, None, b"", 0, b"")
+
+
+def may_have_router_keys(data: bytes) -> bool:
+    """Cheap pre-check for the per-message path: False when ``data`` surely has
+    no router annotations (no message-annotations section where one belongs,
+    or one without the bytes ``x-opt-qd.``); True means "scan to be sure".
+
+    Only the usual small-ulong section descriptors are followed; anything
+    else (a symbolic descriptor, a malformed start) answers True.
+    """
+    n = len(data)
+    pos = 0
+    try:
+        if data[0] == 0 and data[1] == 0x53 and data[2] == 0x70:  # header list
+            code = data[3]
+            if code == 0x45:
+                pos = 4
+            elif code == 0xC0:
+                pos = 5 + data[4]
+            elif code == 0xD0:
+                pos = 8 + int.from_bytes(data[4:8], "big")
+            else:
+                return True
+        if data[pos] == 0 and data[pos + 1] == 0x53 and data[pos + 2] == 0x71:  # delivery ann.
+            code = data[pos + 3]
+            if code == 0xC1:
+                pos += 5 + data[pos + 4]
+            elif code == 0xD1:
+                pos += 8 + int.from_bytes(data[pos + 4 : pos + 8], "big")
+            else:
+                return True
+        if data[pos] == 0 and data[pos + 1] == 0x53:
+            if data[pos + 2] != 0x72:
+                return False
+            code = data[pos + 3]
+            if code == 0xC1:
+                end = pos + 5 + data[pos + 4]
+            elif code == 0xD1:
+                end = pos + 8 + int.from_bytes(data[pos + 4 : pos + 8], "big")
+            else:
+                return True
+            return data.find(_PREFIX, pos, min(end, n)) >= 0
+    except IndexError:
+        return True
+    return True
 
 
 def scan(data: Buffer, read_to: bool = True) -> MessageInfo:

@@ -1,0 +1,152 @@
+"""Router CPU per message, measured in process without scheduling noise.
+
+One ``Engine`` serves two proton clients over socket pairs, all on this
+thread: a sender that keeps its credit full of 100-byte unsettled messages
+and a receiver that accepts each one and keeps a credit window open.  Only
+the time spent inside ``Engine.run_once`` is counted, so the figure is the
+router's own cost per message (proton's engine included), independent of
+what the clients and the OS scheduler do.
+
+    python -m bench.engine_cost [N] [--profile FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import socket
+import time
+from typing import Any
+
+from proton import Collector, Connection, Delivery, Event, Message, Transport
+
+import router
+from addressing import AddressTable
+from router.adapter import Engine, ListenerSettings
+from router.core import Router
+
+BODY = Message(body=b"x" * 100).encode()
+
+
+class _Client:
+    def __init__(self, engine: Engine, listener: Any, name: str) -> None:
+        mine, theirs = socket.socketpair()
+        mine.setblocking(False)
+        theirs.setblocking(False)
+        engine.adopt(theirs, listener, name)
+        self.sock = mine
+        self.collector = Collector()
+        self.connection = Connection()
+        self.connection.container = name
+        self.connection.collect(self.collector)
+        self.transport = Transport()
+        self.transport.bind(self.connection)
+        self.connection.open()
+        self.session = self.connection.session()
+        self.session.open()
+
+    def io(self) -> None:
+        while self.transport.pending() > 0:
+            data = self.transport.peek(min(self.transport.pending(), 1 << 20))
+            try:
+                sent = self.sock.send(data)
+            except BlockingIOError:
+                break
+            self.transport.pop(sent)
+        while True:
+            capacity = self.transport.capacity()
+            if capacity <= 0:
+                break
+            try:
+                data = self.sock.recv(capacity)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            self.transport.push(data)
+
+    def events(self) -> list[Event]:
+        out: list[Event] = []
+        while True:
+            event = self.collector.peek()
+            if event is None:
+                return out
+            out.append(event)
+            self.collector.pop()
+
+
+def measure(count: int, window: int = 1000,
+            profiler: cProfile.Profile | None = None) -> tuple[float, int]:
+    """Seconds spent in the router for ``count`` messages, and messages moved."""
+    router.RAISE_INTERNAL_ERRORS = True
+    core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
+    engine = Engine(router=core, router_id="Cost",
+                    listeners=[ListenerSettings(host="127.0.0.1", port=0)],
+                    clock=lambda: 0.0)
+    listener = engine.bind()[0]
+    recv = _Client(engine, listener, "recv")
+    send = _Client(engine, listener, "send")
+    rlink = recv.session.receiver("r")
+    rlink.source.address = "cost"
+    rlink.open()
+    rlink.flow(window)
+    slink = send.session.sender("s")
+    slink.target.address = "cost"
+    slink.open()
+    sent = accepted = received = 0
+    tag = 0
+    in_router = 0.0
+    clock = time.thread_time  # CPU time: preemption by other processes is not counted
+    while accepted < count:
+        for client in (recv, send):
+            client.io()
+        if profiler is not None:
+            profiler.enable()
+        t0 = clock()
+        engine.run_once(0)
+        in_router += clock() - t0
+        if profiler is not None:
+            profiler.disable()
+        for client in (recv, send):
+            client.io()
+        for event in recv.events():
+            if event.type == Event.DELIVERY and not event.delivery.partial:
+                delivery = event.delivery
+                rlink.recv(delivery.pending)
+                rlink.advance()
+                delivery.update(Delivery.ACCEPTED)
+                delivery.settle()
+                received += 1
+                if rlink.credit < window // 2:
+                    rlink.flow(window - rlink.credit)
+        for event in send.events():
+            if event.type == Event.DELIVERY and event.delivery.settled:
+                accepted += 1
+                event.delivery.settle()
+        while slink.credit > 0 and sent < count:
+            tag += 1
+            slink.delivery(str(tag))
+            slink.send(BODY)
+            slink.advance()
+            sent += 1
+    engine.stop()
+    return in_router, accepted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.engine_cost")
+    parser.add_argument("count", type=int, nargs="?", default=50_000)
+    parser.add_argument("--profile", help="write a cProfile of the router's part here")
+    args = parser.parse_args()
+    measure(2000)  # warm up
+    if args.profile:
+        profiler = cProfile.Profile()
+        seconds, moved = measure(args.count, profiler=profiler)
+        profiler.dump_stats(args.profile)
+    else:
+        seconds, moved = measure(args.count)
+    print(f"{moved} messages: {seconds * 1e6 / moved:.2f} us of router time per message")
+
+
+if __name__ == "__main__":
+    main()
