@@ -130,15 +130,17 @@ class Forwarder:
 
     def incoming(self, d: Any, il: InLink) -> None:
         """A PN_DELIVERY event on a router-incoming link."""
-        if not pn_delivery_readable(d):
-            if pn_delivery_settled(d):
-                self._producer_settled(d, il)
-            return
-        if pn_delivery_partial(d) or pn_delivery_aborted(d) or il.partial is not None:
+        n = pn_delivery_pending(d)
+        if n == 0 or pn_delivery_partial(d) or pn_delivery_aborted(d) or il.partial is not None:
+            # Rare: an update to a delivery already taken (nothing pending,
+            # not readable), an empty transfer, or a multi-frame/aborted one.
+            if not pn_delivery_readable(d):
+                if pn_delivery_settled(d):
+                    self._producer_settled(d, il)
+                return
             self._incoming_in_pieces(d, il)
             return
         lptr = il.handle
-        n = pn_delivery_pending(d)
         if n > self._size:
             self._grow(n)
         pn_link_recv(lptr, self._cbuf, n)

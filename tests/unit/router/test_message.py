@@ -474,6 +474,18 @@ def test_annotate_uses_8_bit_encodings_when_they_fit() -> None:
     )) + data[4:]
 
 
+def test_annotate_walks_a_user_only_map_before_re_emitting_it() -> None:
+    garbage = b"\xc1\x04\x02\xa3\x05a"  # a key that overruns the map
+    data = section(0x72, garbage) + PROPS + BODY
+    info = scan(data)  # no router keys: scan does not walk the entries
+    assert info.router_keys is None
+    assert strip_router_annotations(data, info) is data
+    with pytest.raises(MessageFormatError):
+        annotate(data, info, ingress="0/A", trace=[], to=None, phase=None)
+    with pytest.raises(MessageFormatError):
+        AnnotationEncoder("A").annotate(data, info, None, to=None, phase=None)
+
+
 def test_annotate_is_idempotent_over_its_own_output() -> None:
     data = message({"a": 1, "x-opt-qd.to": "old"}, address="q")
     once = annotate(data, scan(data), ingress="0/A", trace=["0/A"], to="t", phase=2)
