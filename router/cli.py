@@ -14,6 +14,7 @@ import secrets
 import signal
 import string
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -22,7 +23,7 @@ import conf
 import router
 from addressing import AddressTable
 from router import logs
-from router.adapter import Engine, ListenerSettings
+from router.adapter import ConnectorSettings, Engine, ListenerSettings
 from router.core import Role, Router
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,34 @@ def _listener_settings(section: conf.ListenerSection) -> ListenerSettings:
         host=section.host or "0.0.0.0",
         port=conf.port_number(section.port),
         role=role,
+        cost=section.cost,
         sasl_mechanisms=section.sasl_mechanisms or "ANONYMOUS",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
         idle_timeout_s=section.idle_timeout_seconds,
         initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
+        max_frame_size=section.max_frame_size,
+        max_sessions=section.max_sessions,
+        max_session_frames=section.max_session_frames,
+        link_capacity=section.link_capacity or 250,
+        strip_in=strip in ("in", "both"),
+        strip_out=strip in ("out", "both"),
+    )
+
+
+def _connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
+    strip = section.strip_annotations.value
+    role = Role(section.role.value)
+    if role in (Role.INTER_ROUTER, Role.EDGE):
+        strip = "no"
+    return ConnectorSettings(
+        name=section.name,
+        host=section.host,
+        port=conf.port_number(section.port),
+        role=role,
+        cost=section.cost,
+        sasl_mechanisms=section.sasl_mechanisms or "ANONYMOUS",
+        idle_timeout_s=section.idle_timeout_seconds,
         max_frame_size=section.max_frame_size,
         max_sessions=section.max_sessions,
         max_session_frames=section.max_session_frames,
@@ -90,15 +114,23 @@ def _configure_logging(cfg: conf.RouterConf) -> None:
 
 def serve(cfg: conf.RouterConf, source: str) -> int:
     """Run the router described by ``cfg`` until SIGTERM/SIGINT."""
-    router_id = cfg.router.id or f"Standalone_{random_token()}"
+    mode = cfg.router.mode.value
+    router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
     table = AddressTable()
     for spec in cfg.addresses:
         table.add(spec)
+    r = cfg.router
     core = Router(router_id=router_id, addresses=table,
-                  default_distribution=cfg.router.default_distribution,
-                  token=random_token)
+                  default_distribution=r.default_distribution, token=random_token,
+                  interior=mode == "interior", instance=int(time.time()),
+                  timers={"hello_interval_s": r.hello_interval_seconds,
+                          "hello_max_age_s": r.hello_max_age_seconds,
+                          "ra_interval_s": r.ra_interval_seconds,
+                          "ra_interval_flux_s": r.ra_interval_flux_seconds,
+                          "remote_ls_max_age_s": r.remote_ls_max_age_seconds})
     engine = Engine(router=core, router_id=router_id,
-                    listeners=[_listener_settings(s) for s in cfg.listeners])
+                    listeners=[_listener_settings(s) for s in cfg.listeners],
+                    connectors=[_connector_settings(s) for s in cfg.connectors])
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              cfg.router.mode.value.capitalize(), router_id, source)
     try:
@@ -109,6 +141,7 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
     for listener in bound:
         name = f" ({listener.settings.name})" if listener.settings.name else ""
         log.log(logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port, name)
+    engine.start_connectors()
     signal.set_wakeup_fd(engine.wakeup_fd(), warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())

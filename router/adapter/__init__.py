@@ -4,6 +4,6 @@ Only ``router.cli`` imports this package.
 """
 
 from router.adapter.engine import Engine, Listener
-from router.adapter.settings import ListenerSettings
+from router.adapter.settings import ConnectorSettings, ListenerSettings
 
-__all__ = ["Engine", "Listener", "ListenerSettings"]
+__all__ = ["ConnectorSettings", "Engine", "Listener", "ListenerSettings"]

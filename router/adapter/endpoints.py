@@ -10,18 +10,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proton import Data
+import attrs
+from proton import Data, symbol
 
 from router.adapter.pn import NULL, lib, to_str
 from router.core import (
     AttachRefused,
-    BlockSender,
     Connection,
-    CreditEffect,
+    Effect,
     IncomingAccepted,
+    InLink,
     OutgoingAccepted,
+    OutLink,
+    Role,
     Router,
-    UnblockSender,
 )
 
 log = logging.getLogger(__name__)
@@ -53,8 +55,48 @@ def set_condition(cond: Any, name: str, description: str) -> None:
     lib.pn_condition_set_description(cond, description.encode())
 
 
-def attach(router: Router, conn: Connection, lptr: Any,
-           ) -> tuple[IncomingAccepted | OutgoingAccepted | AttachRefused, list[CreditEffect]]:
+FORBIDDEN = AttachRefused(condition="qd:forbidden",
+                          description="Connectivity to the node is forbidden")
+CONNECTION_ROLE = AttachRefused(condition="qd:connection-role",
+                                description="Link attach forbidden on inter-router connection")
+ROUTER_CONTROL = "qd.router"
+ROUTER_DATA = "qd.router-data"
+
+
+@attrs.frozen(kw_only=True)
+class RouterLinkAccepted:
+    """An inter-router control or data link was bound."""
+
+    link: InLink | OutLink
+
+
+Decision = IncomingAccepted | OutgoingAccepted | RouterLinkAccepted | AttachRefused
+
+
+def _refuse(conn: Connection, lptr: Any, name: str, decision: AttachRefused, local: Any) -> None:
+    if decision.null_terminus:
+        lib.pn_terminus_set_type(local, lib.PN_UNSPECIFIED)
+    lib.pn_link_open(lptr)
+    set_condition(lib.pn_link_condition(lptr), decision.condition, decision.description)
+    lib.pn_link_close(lptr)
+    log.info("[%r] Link attach refused: %s %s (%s)", conn, name,
+             decision.condition, decision.description)
+
+
+def router_link(router: Router, conn: Connection, lptr: Any, caps: tuple[str, ...], *,
+                cost: int, now: float) -> tuple[InLink | OutLink, list[Effect]]:
+    """Bind an inter-router link (ours or the peer's) in the core."""
+    name = to_str(lib.pn_link_name(lptr)) or ""
+    outgoing = bool(lib.pn_link_is_sender(lptr))
+    if ROUTER_CONTROL in caps:
+        return router.control_link_attached(conn, outgoing=outgoing, name=name, handle=lptr,
+                                            cost=cost, now=now)
+    link = router.data_link_attached(conn, outgoing=outgoing, name=name, handle=lptr, cost=cost)
+    return link, []
+
+
+def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: float = 0.0,
+           ) -> tuple[Decision, list[Effect]]:
     """Handle a remote attach: ask the core, then answer the attach on the wire."""
     name = to_str(lib.pn_link_name(lptr)) or ""
     rsource = lib.pn_link_remote_source(lptr)
@@ -63,38 +105,49 @@ def attach(router: Router, conn: Connection, lptr: Any,
     lib.pn_terminus_copy(lib.pn_link_target(lptr), rtarget)
     lib.pn_link_set_snd_settle_mode(lptr, lib.pn_link_remote_snd_settle_mode(lptr))
     lib.pn_link_set_rcv_settle_mode(lptr, lib.pn_link_remote_rcv_settle_mode(lptr))
-    effects: list[CreditEffect] = []
-    decision: IncomingAccepted | OutgoingAccepted | AttachRefused
-    if lib.pn_link_is_receiver(lptr):
+    receiver = bool(lib.pn_link_is_receiver(lptr))
+    local = lib.pn_link_target(lptr) if receiver else lib.pn_link_source(lptr)
+    caps = capabilities(rtarget if receiver else rsource)
+    effects: list[Effect] = []
+    decision: Decision
+    if ROUTER_CONTROL in caps or ROUTER_DATA in caps:
+        # Reference 5.1 step 2: router links only on inter-router connections.
+        if conn.role is not Role.INTER_ROUTER or router.network is None:
+            _refuse(conn, lptr, name, FORBIDDEN, local)
+            return FORBIDDEN, []
+        link, effects = router_link(router, conn, lptr, caps, cost=cost, now=now)
+        lib.pn_link_open(lptr)
+        log.info("[%r][L%d] Router link attached: %s %s", conn, link.link_id,
+                 "out" if isinstance(link, OutLink) else "in", caps)
+        return RouterLinkAccepted(link=link), effects
+    if conn.role is Role.INTER_ROUTER:
+        rlink = router.network.link_of(conn) if router.network is not None else None
+        if rlink is None or rlink.control is None:
+            _refuse(conn, lptr, name, CONNECTION_ROLE, local)
+            return CONNECTION_ROLE, []
+    if receiver:
         decision = router.incoming_link_attached(
             conn,
             name=name,
             address=to_str(lib.pn_terminus_get_address(rtarget)),
             dynamic=bool(lib.pn_terminus_is_dynamic(rtarget)),
-            capabilities=capabilities(rtarget),
+            capabilities=caps,
             coordinator=lib.pn_terminus_get_type(rtarget) == lib.PN_COORDINATOR,
             handle=lptr,
         )
-        local = lib.pn_link_target(lptr)
     else:
         decision, effects = router.outgoing_link_attached(
             conn,
             name=name,
             address=to_str(lib.pn_terminus_get_address(rsource)),
             dynamic=bool(lib.pn_terminus_is_dynamic(rsource)),
-            capabilities=capabilities(rsource),
+            capabilities=caps,
             presettle=lib.pn_link_remote_snd_settle_mode(lptr) == lib.PN_SND_SETTLED,
             handle=lptr,
+            now=now,
         )
-        local = lib.pn_link_source(lptr)
     if isinstance(decision, AttachRefused):
-        if decision.null_terminus:
-            lib.pn_terminus_set_type(local, lib.PN_UNSPECIFIED)
-        lib.pn_link_open(lptr)
-        set_condition(lib.pn_link_condition(lptr), decision.condition, decision.description)
-        lib.pn_link_close(lptr)
-        log.info("[%r] Link attach refused: %s %s (%s)", conn, name,
-                 decision.condition, decision.description)
+        _refuse(conn, lptr, name, decision, local)
         return decision, effects
     if decision.address is not None and lib.pn_terminus_is_dynamic(local):
         lib.pn_terminus_set_address(local, decision.address.encode())
@@ -107,12 +160,14 @@ def attach(router: Router, conn: Connection, lptr: Any,
     return decision, effects
 
 
-def apply_credit_effects(effects: list[CreditEffect], block: Any, unblock: Any) -> None:
-    for effect in effects:
-        if isinstance(effect, UnblockSender):
-            unblock(effect.link)
-        elif isinstance(effect, BlockSender):
-            block(effect.link)
+def open_router_link(ssn: Any, name: str, *, sender: bool, capability: str) -> Any:
+    """Create and open one of our inter-router links: both termini empty but
+    for the single capability symbol (reference 9.1, 5.1 on single symbols)."""
+    lptr = lib.pn_sender(ssn, name.encode()) if sender else lib.pn_receiver(ssn, name.encode())
+    for terminus in (lib.pn_link_source(lptr), lib.pn_link_target(lptr)):
+        Data(lib.pn_terminus_capabilities(terminus)).put_symbol(symbol(capability))
+    lib.pn_link_open(lptr)
+    return lptr
 
 
 def close_link(lptr: Any) -> None:
@@ -132,4 +187,5 @@ def remote_condition(ptr: Any) -> str:
     return f"{name}: {desc}" if desc else name
 
 
-__all__ = ["NULL", "apply_credit_effects", "attach", "close_link", "remote_condition"]
+__all__ = ["NULL", "Decision", "RouterLinkAccepted", "attach", "close_link", "open_router_link",
+           "remote_condition", "router_link"]

@@ -12,9 +12,13 @@ lessons 2-5).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import os
+import secrets
 import select
 import socket
+import string
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,11 +27,20 @@ from proton import SASL, Transport
 from proton import Connection as PnConnection
 
 import router
-from router.adapter.endpoints import apply_credit_effects, attach, close_link, remote_condition
+from router.adapter.endpoints import (
+    ROUTER_CONTROL,
+    ROUTER_DATA,
+    attach,
+    capabilities,
+    close_link,
+    open_router_link,
+    remote_condition,
+    router_link,
+)
 from router.adapter.forwarder import Forwarder
 from router.adapter.pn import ffi, lib, to_str
-from router.adapter.settings import ListenerSettings
-from router.core import Connection, ConnectionId, InLink, OutLink, Router
+from router.adapter.settings import ConnectorSettings, ListenerSettings
+from router.core import PRIORITIES, Connection, ConnectionId, InLink, OutLink, Role, Router
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger("router.adapter.server")
@@ -54,18 +67,36 @@ class Listener:
         self.port: int = port
 
 
+class Connector:
+    """A connector: the connection it keeps trying to have (reference 3.3)."""
+
+    def __init__(self, settings: ConnectorSettings) -> None:
+        self.settings = settings
+        self.address = f"{settings.host}:{settings.port}"
+        self.sock: socket.socket | None = None  # while connecting
+        self.conn: Conn | None = None  # while connected
+        self.retry_at: float | None = 0.0
+
+
+Settings = ListenerSettings | ConnectorSettings
+
+
 class Conn:
-    """One accepted socket with its proton transport and connection."""
+    """One socket with its proton transport and connection."""
 
-    __slots__ = ("closed", "core", "cptr", "deadline", "fd", "listener", "opened",
-                 "peer", "pn_conn", "sock", "started", "tptr", "transport", "want_write")
+    __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "opened",
+                 "peer", "pn_conn", "settings", "sock", "started", "tptr", "transport",
+                 "want_write")
 
-    def __init__(self, sock: socket.socket, core: Connection, listener: Listener,
-                 transport: Transport, pn_conn: PnConnection, peer: str, now: float) -> None:
+    def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
+                 transport: Transport, pn_conn: PnConnection, peer: str, now: float,
+                 connector: Connector | None = None) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.core = core
-        self.listener = listener
+        self.settings = settings
+        self.connector = connector
+        self.cost = settings.cost
         self.transport = transport
         self.pn_conn = pn_conn
         self.tptr = transport._impl
@@ -89,10 +120,13 @@ class Engine:
     """
 
     def __init__(self, *, router: Router, router_id: str, listeners: list[ListenerSettings],
+                 connectors: list[ConnectorSettings] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.router = router
         self.router_id = router_id
         self.listener_settings = listeners
+        self.connectors = [Connector(c) for c in connectors or ()]
+        self.connecting: dict[int, Connector] = {}
         self.clock = clock
         self.collector = lib.pn_collector()
         self.epoll = select.epoll()
@@ -101,7 +135,7 @@ class Engine:
         self.by_transport: dict[Any, Conn] = {}
         self.by_connection: dict[Any, Conn] = {}
         self.links: dict[Any, InLink | OutLink] = {}
-        self.forwarder = Forwarder(router, router_id)
+        self.forwarder = Forwarder(router, router_id, clock)
         # Connections with output to write: the forwarder adds the ones it
         # touches (a disposition or settlement raises no PN_TRANSPORT event).
         self.dirty: set[Conn] = self.forwarder.dirty
@@ -148,7 +182,12 @@ class Engine:
     def run(self) -> None:
         """Serve until ``stop()``; then close every connection and socket."""
         while not self._stopping:
-            self.run_once(max(0.0, min(self._next_tick - self.clock(), _TICK_S)))
+            now = self.clock()
+            wake = self._next_tick
+            deadline = self.router.next_deadline()
+            if deadline is not None:
+                wake = min(wake, deadline)
+            self.run_once(max(0.0, min(wake - now, _TICK_S)))
         self._shutdown()
 
     def run_once(self, timeout: float) -> None:
@@ -166,11 +205,16 @@ class Engine:
                     self.dirty.add(conn)
             elif fd in self.listeners:
                 self._accept(self.listeners[fd])
+            elif fd in self.connecting:
+                self._connected(self.connecting.pop(fd))
             else:
                 self._drain_wakeup()
         now = self.clock()
         if now >= self._next_tick:
             self._tick(now)
+        deadline = self.router.next_deadline()
+        if deadline is not None and now >= deadline:
+            self.forwarder.apply(self.router.tick(now))
         self.process()
 
     def _drain_wakeup(self) -> None:
@@ -206,33 +250,87 @@ class Engine:
 
     def adopt(self, sock: socket.socket, listener: Listener, peer: str) -> None:
         """Serve an accepted (non-blocking) socket as a connection of ``listener``."""
-        s = listener.settings
+        conn = self._start(sock, listener.settings, peer)
+        server_log.info("[C%d] Accepted connection to %s:%s from %s", conn.core.conn_id,
+                        listener.host, listener.port, peer)
+
+    def _start(self, sock: socket.socket, s: Settings, peer: str,
+               connector: Connector | None = None) -> Conn:
         self._next_conn_id += 1
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
                           strip_out=s.strip_out)
-        transport = Transport(Transport.SERVER)
+        transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
         transport.max_frame_size = s.max_frame_size
         transport.channel_max = max(0, min(s.max_sessions, 32768) - 1)
         if s.idle_timeout_s:
             transport.idle_timeout = float(s.idle_timeout_s)
         sasl: SASL = transport.sasl()
         sasl.allowed_mechs(s.sasl_mechanisms)
-        transport.require_auth(s.authenticate_peer)
-        if s.require_encryption:
-            transport.require_encryption(True)
+        if isinstance(s, ListenerSettings):
+            transport.require_auth(s.authenticate_peer)
+            if s.require_encryption:
+                transport.require_encryption(True)
         pn_conn = PnConnection()
         transport.bind(pn_conn)
         lib.pn_connection_collect(pn_conn._impl, self.collector)
-        conn = Conn(sock, core, listener, transport, pn_conn, peer, self.clock())
+        conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)
         core.handle = conn
         self.conns[conn.fd] = conn
         self.by_transport[conn.tptr] = conn
         self.by_connection[conn.cptr] = conn
         self.epoll.register(conn.fd, _READ)
-        server_log.info("[C%d] Accepted connection to %s:%s from %s", core.conn_id,
-                        listener.host, listener.port, peer)
+        if connector is not None:
+            connector.conn = conn
+            pn_conn.container = self.router_id
+            pn_conn.hostname = connector.settings.host
+            pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = _open_properties(conn)
+            pn_conn.open()
+            self.dirty.add(conn)
         self._tick_one(conn, self.clock())
+        return conn
+
+    # -- connectors ----------------------------------------------------------------
+
+    def _connect(self, connector: Connector) -> None:
+        """Start a non-blocking connection attempt."""
+        s = connector.settings
+        connector.retry_at = None
+        family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        error = sock.connect_ex((s.host, s.port))
+        if error not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._connect_failed(connector, os.strerror(error))
+            return
+        connector.sock = sock
+        self.connecting[sock.fileno()] = connector
+        self.epoll.register(sock.fileno(), select.EPOLLOUT)
+
+    def _connected(self, connector: Connector) -> None:
+        sock = connector.sock
+        assert sock is not None
+        connector.sock = None
+        self.epoll.unregister(sock.fileno())
+        error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            sock.close()
+            self._connect_failed(connector, os.strerror(error))
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = self._start(sock, connector.settings, connector.address, connector)
+        server_log.info("[C%d] Connected to %s", conn.core.conn_id, connector.address)
+
+    def _connect_failed(self, connector: Connector, why: str) -> None:
+        server_log.info("Connection to %s failed: %s", connector.address, why)
+        connector.retry_at = self.clock() + connector.settings.retry_failed_s
+
+    def start_connectors(self) -> None:
+        """Begin connecting every configured connector."""
+        for connector in self.connectors:
+            self._connect(connector)
 
     def _read(self, conn: Conn) -> None:
         tptr = conn.tptr
@@ -301,11 +399,15 @@ class Engine:
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + _TICK_S
+        for connector in self.connectors:
+            if connector.retry_at is not None and now >= connector.retry_at \
+                    and connector.conn is None and connector.sock is None:
+                self._connect(connector)
         for conn in list(self.conns.values()):
             self._tick_one(conn, now)
 
     def _tick_one(self, conn: Conn, now: float) -> None:
-        s = conn.listener.settings
+        s = conn.settings
         if (not conn.opened and s.initial_handshake_timeout_s
                 and now - conn.started > s.initial_handshake_timeout_s):
             cond = lib.pn_transport_condition(conn.tptr)
@@ -419,24 +521,47 @@ class Engine:
         if conn is None:
             return
         conn.opened = True
-        conn.core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
+        core = conn.core
+        core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
         pn_conn = conn.pn_conn
-        pn_conn.container = self.router_id
-        pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
-        pn_conn.properties = _open_properties(conn.core.conn_id)
-        pn_conn.open()
+        if core.role is Role.INTER_ROUTER:
+            # The connection's cost is the larger of both sides' (reference 9.1).
+            props = pn_conn.remote_properties or {}
+            peer_cost = props.get("qd.inter-router-cost")
+            if isinstance(peer_cost, int) and peer_cost > conn.cost:
+                conn.cost = peer_cost
+        if conn.connector is None:
+            pn_conn.container = self.router_id
+            pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = _open_properties(conn)
+            pn_conn.open()
+        elif core.role is Role.INTER_ROUTER:
+            self._open_router_links(conn)
         t = conn.transport
-        log.info("[C%d] Connection Opened: dir=in host=%s encrypted=%s auth=%s user=%s "
-                 "container_id=%s", conn.core.conn_id, conn.peer,
+        log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
+                 "container_id=%s role=%s", core.conn_id,
+                 "out" if conn.connector else "in", conn.peer,
                  "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
-                 t.user or "anonymous", conn.core.container_id)
+                 t.user or "anonymous", core.container_id, core.role.value)
+
+    def _open_router_links(self, conn: Conn) -> None:
+        """The connector side attaches the control links, then one data link
+        pair per priority, each pair in a session of its own (reference 9.1)."""
+        cptr = conn.cptr
+        for capability in [ROUTER_CONTROL] + [ROUTER_DATA] * PRIORITIES:
+            ssn = lib.pn_session(cptr)
+            frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
+            lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
+            lib.pn_session_open(ssn)
+            for sender in (True, False):
+                open_router_link(ssn, f"qdlink.{_token()}", sender=sender, capability=capability)
 
     def _session_opened(self, ssn: Any) -> None:
         if not lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
             return
         conn = self.by_connection.get(lib.pn_session_connection(ssn))
         if conn is not None:
-            s = conn.listener.settings
+            s = conn.settings
             # The session's incoming window, in bytes (reference 3.2).  Unset,
             # proton's default window is small enough to stall a fast sender
             # for a round trip every few dozen messages; qdrouterd's default
@@ -449,13 +574,22 @@ class Engine:
         conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
         if conn is None:
             return
-        decision, effects = attach(self.router, conn.core, lptr)
-        link = getattr(decision, "link", None)
+        now = self.clock()
+        link: InLink | OutLink | None
+        if lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
+            # The peer answered one of our own inter-router links.
+            local = lib.pn_link_source(lptr) if lib.pn_link_is_sender(lptr) \
+                else lib.pn_link_target(lptr)
+            link, effects = router_link(self.router, conn.core, lptr, capabilities(local),
+                                        cost=conn.cost, now=now)
+        else:
+            decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
+            link = getattr(decision, "link", None)
         if isinstance(link, (InLink, OutLink)):
             self.links[lptr] = link
             if isinstance(link, InLink) and not link.blocked:
                 self.forwarder.credit_dirty.add(link)
-        apply_credit_effects(effects, self.forwarder.block, self.forwarder.unblock)
+        self.forwarder.apply(effects)
 
     def _link_lost(self, lptr: Any, why: str) -> None:
         link = self.links.pop(lptr, None)
@@ -463,8 +597,15 @@ class Engine:
             return
         self._forget_link(link)
         log.info("[%r][L%d] %s", link.conn, link.link_id, why)
-        apply_credit_effects(self.router.link_detached(link), self.forwarder.block,
-                             self.forwarder.unblock)
+        now = self.clock()
+        effects = self.router.link_detached(link, now)
+        network = self.router.network
+        if network is not None and isinstance(link, OutLink):
+            rlink = network.link_of(link.conn)
+            if rlink is not None and rlink.control is link:
+                # Losing the control link loses the neighbour (reference 9.1).
+                effects.extend(network.link_lost(link.conn, now))
+        self.forwarder.apply(effects)
 
     def _forget_link(self, link: InLink | OutLink) -> None:
         if isinstance(link, OutLink):
@@ -489,8 +630,7 @@ class Engine:
             if lptr is not None:
                 self.links.pop(lptr, None)
                 self._forget_link(link)
-        effects = self.router.connection_closed(core)
-        apply_credit_effects(effects, self.forwarder.block, self.forwarder.unblock)
+        self.forwarder.apply(self.router.connection_closed(core, self.clock()))
         with contextlib.suppress(OSError, ValueError):
             self.epoll.unregister(conn.fd)
         conn.sock.close()
@@ -499,6 +639,12 @@ class Engine:
         self.by_connection.pop(conn.cptr, None)
         conn.transport.unbind()
         log.info("[C%d] Connection Closed", core.conn_id)
+        connector = conn.connector
+        if connector is not None and connector.conn is conn:
+            connector.conn = None
+            delay = connector.settings.retry_dropped_s if conn.opened \
+                else connector.settings.retry_failed_s
+            connector.retry_at = self.clock() + delay
 
 
 def _symbols(*names: str) -> Any:
@@ -506,10 +652,23 @@ def _symbols(*names: str) -> Any:
     return [symbol(n) for n in names]
 
 
-def _open_properties(conn_id: int) -> dict[Any, Any]:
+def _open_properties(conn: Conn) -> dict[Any, Any]:
+    """OPEN properties as qdrouterd sends them (reference 9.1)."""
     from proton import symbol
-    return {symbol("product"): "hop", symbol("version"): router.__version__,
-            symbol("qd.conn-id"): conn_id}
+    props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,
+                             symbol("qd.conn-id"): conn.core.conn_id}
+    if conn.core.role is Role.INTER_ROUTER:
+        if conn.settings.cost > 1:
+            props[symbol("qd.inter-router-cost")] = conn.settings.cost
+        props[symbol("qd.annotations-version")] = 1
+    return props
+
+
+def _token(length: int = 15) -> str:
+    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
+
+
+_TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
 
 
 __all__ = ["Engine", "Listener"]

@@ -12,7 +12,9 @@ objects per message.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from addressing import Distribution, choose_balanced
@@ -21,18 +23,24 @@ from router.core import (
     UNAVAILABLE,
     AddressRecord,
     AnnotationEncoder,
+    BlockSender,
+    Effect,
     Fanout,
     InLink,
     MessageFormatError,
     OutLink,
+    RemoteTarget,
     Router,
+    SendFrame,
     Transfer,
+    UnblockSender,
     decode_annotations,
     fold_multicast,
     may_have_router_keys,
     scan,
     strip_router_annotations,
 )
+from router.core.records import DEFAULT_PRIORITY
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -62,6 +70,13 @@ pn_link_flow = lib.pn_link_flow
 pn_link_get_drain = lib.pn_link_get_drain
 pn_link_drained = lib.pn_link_drained
 pn_link_set_drain = lib.pn_link_set_drain
+
+
+def _router_of(annotation: str | None) -> str | None:
+    """``"0/R1"`` (an ingress or trace entry) -> ``"R1"``."""
+    if annotation is None:
+        return None
+    return annotation[2:] if annotation.startswith("0/") else annotation
 
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
@@ -102,9 +117,11 @@ class Forwarder:
         router_id: this router's id, for the annotations it adds.
     """
 
-    def __init__(self, router: Router, router_id: str) -> None:
+    def __init__(self, router: Router, router_id: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.router = router
         self.router_id = router_id
+        self.clock = clock
         self.credit_dirty: set[InLink] = set()
         # Adapter connections (``Connection.handle``) that have output to write.
         self.dirty: set[Any] = set()
@@ -194,9 +211,15 @@ class Forwarder:
             keys = not il.conn.strip_in
         record = il.record
         if record is None:
+            if il.control:
+                self._control(il, data)
+                return
             record = self._anonymous_record(d, il, data)
             if record is None:
                 return
+        if record.remotes or il.transit:
+            self._route_network(d, il, data, record)
+            return
         consumers = record.consumers
         if not consumers:
             self._no_destination(d, il)
@@ -224,6 +247,132 @@ class Forwarder:
             self._transmit(ol, data, ref, keys)
         else:
             self.send(ol, data, ref)
+
+    # -- the network -------------------------------------------------------------
+
+    def _control(self, il: InLink, data: bytes) -> None:
+        """A message on a router-control link: the routing protocol's."""
+        self.credit_dirty.add(il)
+        network = self.router.network
+        if network is None or il.router_link is None:
+            return
+        self.apply(network.control_received(il.router_link, data, self.clock()))
+
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out the core's effects: credit changes and control frames."""
+        for effect in effects:
+            if isinstance(effect, SendFrame):
+                out = effect.link.control
+                if out is not None and out.handle is not None:
+                    self.send(out, effect.data, None)
+            elif isinstance(effect, UnblockSender):
+                if effect.link.handle is not None:
+                    self.unblock(effect.link)
+            elif isinstance(effect, BlockSender) and effect.link.handle is not None:
+                self.block(effect.link)
+
+    def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord) -> None:
+        """Forward where remote routers are involved: a message for an address
+        other routers have, or one that arrived from another router
+        (reference 5.3 steps 6-8, 5.4)."""
+        network = self.router.network
+        assert network is not None
+        if il.transit:
+            self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
+        try:
+            info = scan(data)
+            ann = decode_annotations(data, info) if info.router_keys else None
+        except MessageFormatError as exc:
+            self._finish(d, il, REJECTED, exc.condition, str(exc))
+            return
+        trace = ann.trace if ann is not None and ann.trace else ()
+        if len(trace) > network.routes.radius + 1:
+            log.debug("%r: released by the loop guard, trace %s", il, trace)
+            self._no_destination(d, il)
+            return
+        origin = _router_of(ann.ingress) if ann is not None else None
+        visited = {_router_of(t) for t in trace}
+        if record.priority is not None:
+            priority = record.priority
+        elif info.priority is not None:
+            priority = min(info.priority, 9)
+        else:
+            priority = DEFAULT_PRIORITY
+        if il.record is not None:
+            to = il.address
+            phase = il.phase or None
+        else:
+            to = ann.to if ann is not None else None
+            phase = ann.phase if ann is not None else None
+        consumers = record.consumers
+        dist = record.distribution
+        if dist is _MULTICAST:
+            hops: dict[int, OutLink] = {}
+            for target in record.remotes:
+                rlink = target.link
+                if rlink.peer in visited or rlink.link_id in hops:
+                    continue
+                if not network.valid_origin(target, origin):
+                    continue
+                out = rlink.data_link(priority)
+                if out is not None:
+                    hops[rlink.link_id] = out
+            if not consumers and not hops:
+                self._no_destination(d, il)
+                return
+            annotated = self._encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
+                else data
+            copies = [(ol, data) for ol in consumers] + [(ol, annotated) for ol in hops.values()]
+            if d is None:
+                self.credit_dirty.add(il)
+                for ol, payload in copies:
+                    self.send(ol, payload, None)
+                return
+            f = Fanout(d, il)
+            f.pending = len(copies)
+            il.unsettled[d] = f
+            for ol, payload in copies:
+                self.send(ol, payload, f)
+            return
+        chosen: OutLink | RemoteTarget | None
+        if dist is _CLOSEST:
+            if consumers:
+                chosen = consumers[0]
+                consumers.append(consumers.pop(0))
+            else:
+                chosen = None
+                closest = record.closest_remotes
+                for i, target in enumerate(closest):
+                    if target.link.peer not in visited:
+                        chosen = target
+                        closest.append(closest.pop(i))
+                        break
+        else:
+            remotes = [t for t in record.remotes
+                       if t.link.peer not in visited and network.valid_origin(t, origin)]
+            chosen = choose_balanced(consumers, remotes)
+        if chosen is None:
+            self._no_destination(d, il)
+            return
+        ref: Transfer | None = None
+        if d is not None:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        else:
+            self.credit_dirty.add(il)
+        if isinstance(chosen, OutLink):
+            self.send(chosen, data, ref)
+            return
+        out = chosen.link.data_link(priority)
+        if out is None:
+            if ref is not None:
+                del il.unsettled[d]
+            self._no_destination(d, il)
+            return
+        if ref is not None:
+            ref.target = chosen
+            chosen.outstanding += 1
+        self.send(out, self._encoder.annotate(data, info, ann, to=to, phase=phase), ref)
 
     def _ingress_annotations(self, d: Any, il: InLink, data: bytes) -> bytes | None:
         """Strip a client's router annotations (stripAnnotations in/both) or
@@ -336,7 +485,7 @@ class Forwarder:
         """Send one copy now; ``keys`` False promises ``data`` has no router
         annotations (so a stripping connection needs no rewrite)."""
         conn = ol.conn
-        if not conn.strip_out or (keys and may_have_router_keys(data)):
+        if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
             data = self._egress_annotations(ol, data)
         lptr = ol.handle
         self._next_tag += 1
@@ -414,6 +563,9 @@ class Forwarder:
             if settled:
                 del ol.unsettled[od]
                 pn_delivery_settle(od)
+                if ref.target is not None:
+                    ref.target.outstanding -= 1
+                    ref.target = None
                 if d is not None:
                     pn_delivery_settle(d)
                     il = ref.in_link
@@ -479,6 +631,9 @@ class Forwarder:
             state = pn_delivery_remote_state(d)
             ref.in_delivery = None
             if type(ref) is Transfer:
+                if ref.target is not None:
+                    ref.target.outstanding -= 1
+                    ref.target = None
                 od = ref.out_delivery
                 if od is not None and ref.out_link is not None:
                     ref.out_link.unsettled.pop(od, None)
@@ -515,6 +670,9 @@ class Forwarder:
 
     def _copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
         if type(ref) is Transfer:
+            if ref.target is not None:
+                ref.target.outstanding -= 1
+                ref.target = None
             d = ref.in_delivery
             if d is not None:
                 ref.in_delivery = None
@@ -560,7 +718,10 @@ class Forwarder:
             if il.blocked or il.handle is None:
                 continue
             lptr = il.handle
-            grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
+            if il.transit:
+                grant = il.window - pn_link_credit(lptr)
+            else:
+                grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
             if il.partial is not None:
                 grant -= 1
             if grant > 0:

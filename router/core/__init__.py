@@ -9,8 +9,10 @@ from router.core.effects import (
     AttachRefused,
     BlockSender,
     CreditEffect,
+    Effect,
     IncomingAccepted,
     OutgoingAccepted,
+    SendFrame,
     UnblockSender,
 )
 from router.core.ids import ConnectionId, LinkId, RouterId
@@ -26,18 +28,22 @@ from router.core.message import (
     strip_router_annotations,
 )
 from router.core.records import (
+    PRIORITIES,
     AddressRecord,
     Connection,
     Fanout,
     InLink,
     OutLink,
+    RemoteTarget,
     Role,
+    RouterLink,
     Transfer,
 )
 from router.core.router import UNAVAILABLE, Router, Unavailable, waypoint_ordinal
 from router.core.settlement import LostCopy, Outcome, fold_multicast, outcome_for_lost_copy
 
 __all__ = [
+    "PRIORITIES",
     "UNAVAILABLE",
     "AddressRecord",
     "AnnotationEncoder",
@@ -46,6 +52,7 @@ __all__ = [
     "Connection",
     "ConnectionId",
     "CreditEffect",
+    "Effect",
     "Fanout",
     "InLink",
     "IncomingAccepted",
@@ -56,10 +63,13 @@ __all__ = [
     "OutLink",
     "Outcome",
     "OutgoingAccepted",
+    "RemoteTarget",
     "Role",
     "Router",
     "RouterAnnotations",
     "RouterId",
+    "RouterLink",
+    "SendFrame",
     "Transfer",
     "Unavailable",
     "UnblockSender",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from router.core.records import InLink, OutLink
+from router.core.records import InLink, OutLink, RouterLink
 
 
 @attrs.frozen(kw_only=True)
@@ -57,4 +57,14 @@ class BlockSender:
     link: InLink
 
 
+@attrs.frozen(kw_only=True)
+class SendFrame:
+    """Send ``data`` (an encoded control message) pre-settled on the
+    router-outgoing control link of ``link``."""
+
+    link: RouterLink
+    data: bytes
+
+
 CreditEffect = UnblockSender | BlockSender
+Effect = UnblockSender | BlockSender | SendFrame

@@ -17,6 +17,9 @@ from typing import Any
 from addressing import Distribution
 from router.core.ids import ConnectionId, LinkId
 
+PRIORITIES = 10
+DEFAULT_PRIORITY = 4
+
 
 class Role(enum.Enum):
     """Connection roles (reference 3.5)."""
@@ -76,7 +79,8 @@ class AddressRecord:
     record has a destination).
     """
 
-    __slots__ = ("address", "consumers", "distribution", "key", "priority", "senders")
+    __slots__ = ("address", "closest_remotes", "consumers", "distribution", "key", "priority",
+                 "remotes", "senders")
 
     def __init__(
         self, key: str, address: str, distribution: Distribution, priority: int | None = None
@@ -87,13 +91,18 @@ class AddressRecord:
         self.priority = priority
         self.consumers: list[OutLink] = []
         self.senders: list[InLink] = []
+        # Remote routers that have this key, reachable now (``RemoteTarget``s
+        # kept by ``router.core.network``), and the cheapest of them.
+        self.remotes: list[Any] = []
+        self.closest_remotes: list[Any] = []
 
     @property
     def has_destination(self) -> bool:
-        return bool(self.consumers)
+        return bool(self.consumers or self.remotes)
 
     @property
     def in_use(self) -> bool:
+        """Local links use the record (remote routers may keep it too)."""
         return bool(self.consumers or self.senders)
 
     def __repr__(self) -> str:
@@ -112,12 +121,15 @@ class InLink:
         "address",
         "blocked",
         "conn",
+        "control",
         "handle",
         "link_id",
         "name",
         "partial",
         "phase",
         "record",
+        "router_link",
+        "transit",
         "unsettled",
         "window",
     )
@@ -144,6 +156,12 @@ class InLink:
         self.blocked = record is not None and not record.has_destination
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
+        # Inter-router links: ``router_link`` is the connection's RouterLink;
+        # ``control`` marks the router-control link; ``transit`` links get
+        # their credit back as soon as a delivery is forwarded (reference 5.2).
+        self.router_link: Any = None
+        self.control = False
+        self.transit = False
 
     @property
     def anonymous(self) -> bool:
@@ -169,6 +187,7 @@ class OutLink:
         "handle",
         "link_id",
         "name",
+        "prepared",
         "presettle",
         "queue",
         "record",
@@ -182,7 +201,7 @@ class OutLink:
         *,
         name: str,
         address: str,
-        record: AddressRecord,
+        record: AddressRecord | None,
         presettle: bool = False,
         handle: Any = None,
     ) -> None:
@@ -197,6 +216,9 @@ class OutLink:
         self.credit = 0
         self.queue: deque[tuple[bytes, Transfer | Fanout | None]] = deque()
         self.unsettled: dict[Any, Transfer | Fanout] = {}
+        # Inter-router links carry messages already annotated for the next
+        # router: the forwarder sends them as they are.
+        self.prepared = False
 
     @property
     def load(self) -> int:
@@ -214,13 +236,16 @@ class Transfer:
     settled; the copy then completes on its own and its outcome goes nowhere.
     """
 
-    __slots__ = ("in_delivery", "in_link", "out_delivery", "out_link")
+    __slots__ = ("in_delivery", "in_link", "out_delivery", "out_link", "target")
 
     def __init__(self, in_delivery: Any, in_link: InLink) -> None:
         self.in_delivery = in_delivery
         self.in_link = in_link
         self.out_delivery: Any = None
         self.out_link: OutLink | None = None
+        # The remote router a balanced delivery went to, whose outstanding
+        # count it holds until settled (reference 5.4 step 5).
+        self.target: Any = None
 
 
 class Fanout:
@@ -242,3 +267,66 @@ class Fanout:
         # Outgoing deliveries that already reported a terminal outcome
         # before settling (a consumer in settle mode "second").
         self.terminal: set[Any] | None = None
+
+
+class RouterLink:
+    """One inter-router connection and the links the routers use on it.
+
+    ``link_id`` is what the routing protocol calls the connection (qdrouterd's
+    mask bit); ``peer`` is the neighbour's router id once its HELLO arrived.
+    ``data`` holds the router-outgoing data link of each priority (None until
+    attached); the priority of a data link is its attach order (reference 9.1).
+    """
+
+    __slots__ = ("conn", "control", "control_in", "cost", "data", "data_in", "link_id", "peer",
+                 "ready")
+
+    def __init__(self, link_id: int, conn: Connection, cost: int) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.cost = cost
+        self.peer: str | None = None
+        self.control: OutLink | None = None
+        self.control_in: InLink | None = None
+        self.data: list[OutLink | None] = [None] * PRIORITIES
+        self.data_in = 0
+        self.ready = False
+
+    def data_link(self, priority: int) -> OutLink | None:
+        """The data link for ``priority``, or the next lower one that exists."""
+        for p in range(priority, -1, -1):
+            link = self.data[p]
+            if link is not None:
+                return link
+        for link in self.data:
+            if link is not None:
+                return link
+        return None
+
+    def __repr__(self) -> str:
+        return f"RouterLink({self.link_id} {self.conn!r} peer={self.peer} cost={self.cost})"
+
+
+class RemoteTarget:
+    """A remote router that has an address, as balanced/closest see it.
+
+    ``outstanding`` counts this address's unsettled deliveries sent over
+    ``link`` (reference 5.4); ``load``/``capacity`` let ``choose_balanced``
+    weigh it against local consumers (outstanding plus path cost).
+    """
+
+    __slots__ = ("capacity", "cost", "link", "outstanding", "router_id")
+
+    def __init__(self, router_id: str, link: RouterLink, cost: int) -> None:
+        self.router_id = router_id
+        self.link = link
+        self.cost = cost
+        self.outstanding = 0
+        self.capacity = link.conn.link_capacity + cost
+
+    @property
+    def load(self) -> int:
+        return self.outstanding + self.cost
+
+    def __repr__(self) -> str:
+        return f"RemoteTarget({self.router_id} via {self.link.peer} cost={self.cost})"

@@ -16,19 +16,28 @@ from addressing import AddressClass, AddressTable, Distribution, classify
 from router.core.effects import (
     AttachRefused,
     BlockSender,
-    CreditEffect,
+    Effect,
     IncomingAccepted,
     OutgoingAccepted,
     UnblockSender,
 )
 from router.core.ids import LinkId
-from router.core.records import AddressRecord, Connection, InLink, OutLink
+from router.core.network import Network
+from router.core.records import (
+    PRIORITIES,
+    AddressRecord,
+    Connection,
+    InLink,
+    OutLink,
+    RouterLink,
+)
 
 log = logging.getLogger(__name__)
 
 COORDINATOR = "$coordinator"
 WAYPOINT_CAPABILITY = "qd.waypoint"
 _KEY_CACHE_MAX = 4096
+_ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER)
 
 NOT_FOUND = AttachRefused(condition="amqp:not-found", description="Node not found")
 NO_ROUTE = AttachRefused(
@@ -53,6 +62,15 @@ class Unavailable:
 
 UNAVAILABLE = Unavailable()
 
+# Treatment numbers used as hints in MAUs (reference 4.4).
+HINTS = {
+    Distribution.MULTICAST: 1,
+    Distribution.CLOSEST: 2,
+    Distribution.BALANCED: 3,
+    Distribution.UNAVAILABLE: 5,
+}
+_FROM_HINT = {1: Distribution.MULTICAST, 2: Distribution.CLOSEST, 3: Distribution.BALANCED}
+
 
 def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
     """The N of a ``qd.waypoint`` (1) or ``qd.waypoint.N`` capability, if any."""
@@ -75,6 +93,9 @@ class Router:
         default_distribution: treatment of addresses no entry matches.
         token: source of the random part of dynamic addresses (injected so
             tests are deterministic).
+        interior: run the routing protocol with other routers.
+        instance: this router's start time (epoch seconds), for the protocol.
+        timers: the router entity's protocol intervals (``hello_interval_s``...).
     """
 
     def __init__(
@@ -84,6 +105,9 @@ class Router:
         addresses: AddressTable,
         default_distribution: Distribution = Distribution.BALANCED,
         token: Callable[[], str],
+        interior: bool = False,
+        instance: int = 0,
+        timers: dict[str, float] | None = None,
     ) -> None:
         self.router_id = router_id
         self.addresses = addresses
@@ -92,6 +116,11 @@ class Router:
         self.records: dict[str, AddressRecord] = {}
         self._next_link_id = 0
         self._key_cache: dict[str, str | None] = {}
+        self.network: Network | None = None
+        if interior:
+            self.network = Network(router_id=router_id, instance=instance, records=self.records,
+                                   record_for=self._remote_record, release_record=self._release,
+                                   **(timers or {}))
 
     # -- attach -----------------------------------------------------------
 
@@ -164,7 +193,8 @@ class Router:
         capabilities: tuple[str, ...] = (),
         presettle: bool = False,
         handle: object = None,
-    ) -> tuple[OutgoingAccepted | AttachRefused, list[CreditEffect]]:
+        now: float = 0.0,
+    ) -> tuple[OutgoingAccepted | AttachRefused, list[Effect]]:
         """A client receiver attached: bind it as a consumer (reference 5.1 step 5-7)."""
         if dynamic:
             address = f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
@@ -185,47 +215,145 @@ class Router:
             return NO_ROUTE, []
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record,
                        presettle=presettle, handle=handle)
-        effects: list[CreditEffect] = []
+        effects: list[Effect] = []
         if not record.consumers:
             effects = [UnblockSender(link=s) for s in record.senders if s.blocked]
             for sender in record.senders:
                 sender.blocked = False
+            if self.network is not None and key.cls is AddressClass.MOBILE:
+                effects.extend(self.network.address_added(key.key, HINTS[distribution], now))
         record.consumers.append(link)
         conn.out_links[link.link_id] = link
         return OutgoingAccepted(link=link, address=address), effects
 
     # -- detach -----------------------------------------------------------
 
-    def link_detached(self, link: InLink | OutLink) -> list[CreditEffect]:
+    def link_detached(self, link: InLink | OutLink, now: float = 0.0) -> list[Effect]:
         """Unbind a link.  The adapter has already settled its deliveries."""
-        effects: list[CreditEffect] = []
+        effects: list[Effect] = []
         record = link.record
         if isinstance(link, OutLink):
             link.conn.out_links.pop(link.link_id, None)
-            consumers = link.record.consumers
-            if link in consumers:
+            if link.record is not None and link in link.record.consumers:
+                consumers = link.record.consumers
                 consumers.remove(link)
                 if not consumers:
-                    for sender in link.record.senders:
-                        if not sender.blocked:
-                            sender.blocked = True
-                            effects.append(BlockSender(link=sender))
+                    effects.extend(self._last_consumer_left(link.record, now))
         else:
             link.conn.in_links.pop(link.link_id, None)
             if record is not None and link in record.senders:
                 record.senders.remove(link)
-        if record is not None and not record.in_use:
-            self.records.pop(record.key, None)
-            log.debug("address record %s freed", record)
+        if record is not None:
+            self._release(record)
         return effects
 
-    def connection_closed(self, conn: Connection) -> list[CreditEffect]:
+    def _last_consumer_left(self, record: AddressRecord, now: float) -> list[Effect]:
+        effects: list[Effect] = []
+        if self.network is not None and record.key[0] == "M":
+            effects.extend(self.network.address_removed(record.key, now))
+        if not record.has_destination:
+            for sender in record.senders:
+                if not sender.blocked:
+                    sender.blocked = True
+                    effects.append(BlockSender(link=sender))
+        return effects
+
+    def _release(self, record: AddressRecord) -> None:
+        """Free a record nothing uses any more (reference 4.8)."""
+        if record.in_use or record.remotes:
+            return
+        if self.network is not None and record.key in self.network.remote:
+            return
+        if self.records.get(record.key) is record:
+            del self.records[record.key]
+            log.debug("address record %s freed", record)
+
+    def connection_closed(self, conn: Connection, now: float = 0.0) -> list[Effect]:
         """Unbind every link of a connection that went away."""
-        effects: list[CreditEffect] = []
+        effects: list[Effect] = []
         links: list[InLink | OutLink] = [*conn.in_links.values(), *conn.out_links.values()]
         for link in links:
-            effects.extend(self.link_detached(link))
-        return [e for e in effects if e.link.conn is not conn]
+            effects.extend(self.link_detached(link, now))
+        if self.network is not None:
+            effects.extend(self.network.link_lost(conn, now))
+        return [e for e in effects
+                if not isinstance(e, (BlockSender, UnblockSender)) or e.link.conn is not conn]
+
+    # -- the network -----------------------------------------------------------
+
+    def _remote_record(self, key: str, hint: int) -> AddressRecord | None:
+        """The record of a key another router advertised (reference 9.6, 4.4)."""
+        record = self.records.get(key)
+        if record is not None:
+            return record
+        if key[0] == "R":
+            return self._record(key, f"_topo/0/{key[1:]}", Distribution.CLOSEST, None)
+        if key[0] != "M" or len(key) < 3:
+            return None  # link-route and edge keys come with their issues
+        address = key[2:]
+        spec = self.addresses.lookup(address)
+        if spec is not None and spec.distribution is not Distribution.UNAVAILABLE:
+            return self._record(key, address, spec.distribution, spec.priority)
+        distribution = _FROM_HINT.get(hint, self.default_distribution)
+        if distribution is Distribution.UNAVAILABLE:
+            distribution = Distribution.BALANCED
+        return self._record(key, address, distribution, None)
+
+    def router_link(self, conn: Connection, cost: int) -> RouterLink:
+        """The network's view of an inter-router connection (created on first use)."""
+        assert self.network is not None
+        link = self.network.link_of(conn)
+        return link if link is not None else self.network.add_link(conn, cost)
+
+    def control_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
+                              handle: object, cost: int, now: float
+                              ) -> tuple[InLink | OutLink, list[Effect]]:
+        """A router-control link (capability ``qd.router``) attached."""
+        rlink = self.router_link(conn, cost)
+        if outgoing:
+            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
+                          presettle=True, handle=handle)
+            out.prepared = True
+            rlink.control = out
+            conn.out_links[out.link_id] = out
+            assert self.network is not None
+            return out, self.network.control_attached(rlink, now)
+        link = InLink(self._link_id(), conn, name=name, address=None, record=None,
+                      handle=handle)
+        link.router_link = rlink
+        link.control = True
+        link.transit = True
+        rlink.control_in = link
+        conn.in_links[link.link_id] = link
+        return link, []
+
+    def data_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
+                           handle: object, cost: int) -> InLink | OutLink:
+        """An inter-router data link (capability ``qd.router-data``) attached;
+        its priority is its attach order in its direction (reference 9.1)."""
+        rlink = self.router_link(conn, cost)
+        if outgoing:
+            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
+                          handle=handle)
+            out.prepared = True
+            for priority in range(PRIORITIES):
+                if rlink.data[priority] is None:
+                    rlink.data[priority] = out
+                    break
+            conn.out_links[out.link_id] = out
+            return out
+        link = InLink(self._link_id(), conn, name=name, address=None, record=None, handle=handle)
+        link.router_link = rlink
+        link.transit = True
+        rlink.data_in += 1
+        conn.in_links[link.link_id] = link
+        return link
+
+    def tick(self, now: float) -> list[Effect]:
+        return [] if self.network is None else self.network.tick(now)
+
+    def next_deadline(self) -> float | None:
+        return None if self.network is None else self.network.next_deadline()
 
     # -- anonymous routing -------------------------------------------------
 
@@ -240,7 +368,7 @@ class Router:
         key = self._key_cache.get(cache_key, "")
         if key == "":
             rk = classify(to, router_id=self.router_id, phase=phase)
-            key = rk.key if rk.cls in (AddressClass.MOBILE, AddressClass.LOCAL) else None
+            key = rk.key if rk.cls in _ROUTABLE else None
             if len(self._key_cache) >= _KEY_CACHE_MAX:
                 self._key_cache.clear()
             self._key_cache[cache_key] = key

@@ -9,6 +9,7 @@ import pytest
 from addressing import AddressSpec, AddressTable, Distribution
 from router.core import (
     UNAVAILABLE,
+    AddressRecord,
     AttachRefused,
     BlockSender,
     Connection,
@@ -33,6 +34,12 @@ def make_router(*specs: AddressSpec,
 
 def conn(n: int = 1, capacity: int = 250) -> Connection:
     return Connection(ConnectionId(n), link_capacity=capacity)
+
+
+def rec(accepted: OutgoingAccepted) -> AddressRecord:
+    record = accepted.link.record
+    assert record is not None
+    return record
 
 
 def attach_sender(router: Router, c: Connection, address: str | None, **kw: object
@@ -90,15 +97,15 @@ def test_treatment_comes_from_best_matching_address_config() -> None:
     multicast, _ = attach_receiver(router, conn(), "mc.news")
     closest, _ = attach_receiver(router, conn(), "mc.x.closest")
     other, _ = attach_receiver(router, conn(), "plain")
-    assert multicast.link.record.distribution is Distribution.MULTICAST
-    assert closest.link.record.distribution is Distribution.CLOSEST
-    assert other.link.record.distribution is Distribution.BALANCED
+    assert rec(multicast).distribution is Distribution.MULTICAST
+    assert rec(closest).distribution is Distribution.CLOSEST
+    assert rec(other).distribution is Distribution.BALANCED
 
 
 def test_default_distribution_applies_to_unmatched_addresses() -> None:
     router = make_router(default=Distribution.MULTICAST)
     receiver, _ = attach_receiver(router, conn(), "anything")
-    assert receiver.link.record.distribution is Distribution.MULTICAST
+    assert rec(receiver).distribution is Distribution.MULTICAST
 
 
 def test_unavailable_address_refuses_both_directions() -> None:
@@ -115,7 +122,7 @@ def test_waypoint_phases_bind_senders_and_receivers_to_different_keys() -> None:
     sender = attach_sender(router, conn(), "queue.a").link
     receiver, _ = attach_receiver(router, conn(), "queue.a")
     assert sender.record is not None and sender.record.key == "M0queue.a"
-    assert receiver.link.record.key == "M1queue.a"
+    assert rec(receiver).key == "M1queue.a"
 
 
 def test_waypoint_capability_overrides_phases() -> None:
@@ -123,7 +130,7 @@ def test_waypoint_capability_overrides_phases() -> None:
     sender = attach_sender(router, conn(), "q", capabilities=("qd.waypoint.2",)).link
     receiver, _ = attach_receiver(router, conn(), "q", capabilities=("qd.waypoint",))
     assert sender.record is not None and sender.record.key == "M2q"
-    assert receiver.link.record.key == "M0q"
+    assert rec(receiver).key == "M0q"
 
 
 @pytest.mark.parametrize(("caps", "expected"), [

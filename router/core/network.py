@@ -1,0 +1,350 @@
+"""The router network as the forwarder sees it: inter-router connections,
+their control and data links, control-message relaying, and which remote
+routers each address record can reach.
+
+Owns the ``RoutingProtocol`` of an interior router, the inter-router
+connections (``RouterLink``: one per neighbour connection, with its control
+link and per-priority data links), the relaying of control messages along
+reference 9.7 (HELLO to one neighbour, RA flooded, differential MAU
+multicast once along valid origins, everything else unicast along next
+hops, loop guard), and the remote destinations of each address record,
+recomputed when routes or mobile addresses change (never per message).
+
+Must not touch proton or sockets: it hands the adapter encoded control
+messages to send (``SendFrame``) and credit effects, like the rest of the
+core.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from router.core.effects import BlockSender, Effect, SendFrame, UnblockSender
+from router.core.message import AnnotationEncoder, decode_annotations, scan
+from router.core.records import AddressRecord, Connection, RemoteTarget, RouterLink
+from router.core.routing import (
+    ALL,
+    MA_ALL_ADDRESS,
+    TOPO_ALL_ADDRESS,
+    MobileAddressesChanged,
+    PeerProtocolError,
+    RouterAdded,
+    RouterLost,
+    Routes,
+    RoutesChanged,
+    RoutingProtocol,
+    SendControl,
+    SendHello,
+    compute_routes,
+    decode_envelope,
+    encode_control,
+)
+from router.core.routing import Effect as ProtocolEffect
+
+log = logging.getLogger(__name__)
+
+_TOPO_PREFIX: Final = "amqp:/_topo/0/"
+
+
+def _router_of(ingress: str | None) -> str | None:
+    """``"0/R1"`` -> ``"R1"``."""
+    if ingress is None:
+        return None
+    return ingress[2:] if ingress.startswith("0/") else ingress
+
+
+class Network:
+    """The network side of one interior router.
+
+    Args:
+        router_id: this router.
+        instance: its start time (seconds since the epoch), sent in HELLO/RA.
+        records: the router's address records (shared with ``Router``).
+        record_for: finds or creates the record of a mobile key learnt from
+            another router, given the sender's treatment hint.
+        release_record: frees a record nothing uses any more.
+        timers: the router entity's protocol intervals.
+    """
+
+    def __init__(self, *, router_id: str, instance: int,
+                 records: dict[str, AddressRecord],
+                 record_for: Callable[[str, int], AddressRecord | None],
+                 release_record: Callable[[AddressRecord], None],
+                 hello_interval_s: float = 1, hello_max_age_s: float = 3,
+                 ra_interval_s: float = 30, ra_interval_flux_s: float = 4,
+                 remote_ls_max_age_s: float = 60) -> None:
+        self.router_id = router_id
+        self.protocol = RoutingProtocol(
+            router_id, instance, hello_interval_s=hello_interval_s,
+            hello_max_age_s=hello_max_age_s, ra_interval_s=ra_interval_s,
+            ra_interval_flux_s=ra_interval_flux_s, remote_ls_max_age_s=remote_ls_max_age_s)
+        self.records = records
+        self._record_for = record_for
+        self._release_record = release_record
+        self.links: dict[int, RouterLink] = {}
+        self.by_peer: dict[str, RouterLink] = {}
+        self.routes: Routes = compute_routes({router_id: {}}, router_id)
+        self.remote: dict[str, set[str]] = {}  # key -> routers advertising it
+        self._encoder = AnnotationEncoder(router_id)
+        self._own = f"0/{router_id}"
+
+    # -- inter-router connections ------------------------------------------------
+
+    def add_link(self, conn: Connection, cost: int) -> RouterLink:
+        link = RouterLink(conn.conn_id, conn, cost)
+        self.links[link.link_id] = link
+        return link
+
+    def link_of(self, conn: Connection) -> RouterLink | None:
+        return self.links.get(conn.conn_id)
+
+    def control_attached(self, link: RouterLink, now: float) -> list[Effect]:
+        """The router-outgoing control link is up: the neighbour can be greeted."""
+        if link.ready or link.control is None:
+            return []
+        link.ready = True
+        log.info("inter-router connection %r ready", link)
+        return self._apply(self.protocol.neighbor_connected(link.link_id, link.cost, now), now)
+
+    def link_lost(self, conn: Connection, now: float) -> list[Effect]:
+        """An inter-router connection (or its control link) went away."""
+        link = self.links.pop(conn.conn_id, None)
+        if link is None:
+            return []
+        if link.peer is not None and self.by_peer.get(link.peer) is link:
+            del self.by_peer[link.peer]
+        log.info("inter-router connection %r lost", link)
+        if not link.ready:
+            return []
+        return self._apply(self.protocol.neighbor_disconnected(link.link_id, now), now)
+
+    # -- time ------------------------------------------------------------------------
+
+    def tick(self, now: float) -> list[Effect]:
+        return self._apply(self.protocol.tick(now), now)
+
+    def next_deadline(self) -> float | None:
+        return self.protocol.next_deadline()
+
+    # -- local addresses ---------------------------------------------------------------
+
+    def address_added(self, key: str, hint: int, now: float) -> list[Effect]:
+        return self._apply(self.protocol.local_address_added(key, hint, now), now)
+
+    def address_removed(self, key: str, now: float) -> list[Effect]:
+        return self._apply(self.protocol.local_address_removed(key, now), now)
+
+    # -- control messages ----------------------------------------------------------------
+
+    def control_received(self, link: RouterLink, data: bytes, now: float) -> list[Effect]:
+        """A message arrived on a router-incoming control link (reference 9.7)."""
+        try:
+            envelope = decode_envelope(data)
+        except PeerProtocolError as exc:
+            log.warning("control message from %r dropped: %s", link, exc)
+            return []
+        to = envelope.to or ""
+        trace = envelope.trace
+        if len(trace) > max(self.routes.radius, 1) + 1:
+            return []  # loop guard (reference 5.3 step 7)
+        effects: list[Effect] = []
+        if to.endswith("/qdhello"):
+            return self._apply(self.protocol.control_received(envelope.message, link.link_id,
+                                                               now), now)
+        if to in (TOPO_ALL_ADDRESS, MA_ALL_ADDRESS) or to.endswith("_topo/0/all/qdrouter.ma"):
+            effects.extend(self._relay(data, trace, envelope.ingress, flood=to == TOPO_ALL_ADDRESS,
+                                       came_from=link))
+            effects.extend(self._apply(self.protocol.control_received(envelope.message, None, now),
+                                       now))
+            return effects
+        target = to[len(_TOPO_PREFIX):].split("/", 1)[0] if to.startswith(_TOPO_PREFIX) else ""
+        if not target and to.startswith("_topo/0/"):
+            target = to[len("_topo/0/"):].split("/", 1)[0]
+        if target == self.router_id or not target:
+            return self._apply(self.protocol.control_received(envelope.message, link.link_id,
+                                                               now), now)
+        hop = self._next_hop_link(target)
+        if hop is not None and hop is not link:
+            effects.append(SendFrame(link=hop, data=self._stamp(data)))
+        return effects
+
+    def _stamp(self, data: bytes) -> bytes:
+        """The message with this router appended to its trace."""
+        info = scan(data, False)
+        annotations = decode_annotations(data, info)
+        return self._encoder.annotate(data, info, annotations, to=annotations.to,
+                                      phase=annotations.phase)
+
+    def _relay(self, data: bytes, trace: tuple[str, ...] | list[str], ingress: str | None,
+               *, flood: bool, came_from: RouterLink | None) -> list[Effect]:
+        """Pass a broadcast on: RA to every neighbour not in the trace; a
+        differential MAU only where this router is on the origin's shortest
+        paths (valid origins), so each router gets it once."""
+        visited = {_router_of(t) for t in trace}
+        origin = _router_of(ingress) or self.router_id
+        targets: dict[int, RouterLink] = {}
+        for dest, route in self.routes.routes.items():
+            if dest == self.router_id or route.next_hop is None:
+                continue
+            if not flood and origin != self.router_id and not self.routes.is_valid_origin(dest,
+                                                                                          origin):
+                continue
+            hop = self.by_peer.get(route.next_hop)
+            if hop is None or hop.peer in visited or hop is came_from:
+                continue
+            targets[hop.link_id] = hop
+        if not targets:
+            return []
+        stamped = self._stamp(data)
+        return [SendFrame(link=hop, data=stamped) for hop in targets.values()]
+
+    def _next_hop_link(self, router_id: str) -> RouterLink | None:
+        route = self.routes.routes.get(router_id)
+        if route is None or route.next_hop is None:
+            return self.by_peer.get(router_id)
+        return self.by_peer.get(route.next_hop)
+
+    # -- protocol effects ----------------------------------------------------------------
+
+    def _apply(self, effects: list[ProtocolEffect], now: float) -> list[Effect]:
+        out: list[Effect] = []
+        for effect in effects:
+            if isinstance(effect, SendHello):
+                link = self.links.get(effect.link_id)
+                if link is not None and link.control is not None:
+                    out.append(SendFrame(link=link, data=self._encode(effect.message, effect.to)))
+            elif isinstance(effect, SendControl):
+                data = self._encode(effect.message, effect.to)
+                if effect.destination is ALL:
+                    out.extend(self._relay_own(data, flood=effect.to == TOPO_ALL_ADDRESS))
+                else:
+                    hop = self._next_hop_link(effect.destination)
+                    if hop is not None:
+                        out.append(SendFrame(link=hop, data=data))
+            elif isinstance(effect, RoutesChanged):
+                out.extend(self._routes_changed(effect))
+            elif isinstance(effect, MobileAddressesChanged):
+                out.extend(self._addresses_changed(effect))
+            elif isinstance(effect, RouterAdded):
+                self._router_added(effect.id)
+            elif isinstance(effect, RouterLost):
+                out.extend(self._router_lost(effect.id))
+            else:
+                log.critical("neighbour on link %s uses our router id %s", effect.link_id,
+                             effect.id)
+        return out
+
+    def _encode(self, message: object, to: str) -> bytes:
+        return encode_control(message, to=to, ingress=self._own,  # type: ignore[arg-type]
+                              trace=[self._own])
+
+    def _relay_own(self, data: bytes, *, flood: bool) -> list[Effect]:
+        targets: dict[int, RouterLink] = {}
+        for dest, route in self.routes.routes.items():
+            if dest == self.router_id or route.next_hop is None:
+                continue
+            hop = self.by_peer.get(route.next_hop)
+            if hop is not None:
+                targets[hop.link_id] = hop
+        if flood:
+            for hop in self.by_peer.values():
+                targets[hop.link_id] = hop
+        return [SendFrame(link=hop, data=data) for hop in targets.values()]
+
+    def _routes_changed(self, effect: RoutesChanged) -> list[Effect]:
+        self.routes = effect.routes
+        self.by_peer = {}
+        for peer, link_id in effect.neighbors.items():
+            link = self.links.get(link_id)
+            if link is not None:
+                link.peer = peer
+                self.by_peer[peer] = link
+        log.info("routes: %s", ", ".join(
+            f"{d} via {r.next_hop} cost {r.cost}" for d, r in sorted(self.routes.routes.items())
+            if d != self.router_id) or "none")
+        effects: list[Effect] = []
+        for key in list(self.remote):
+            record = self.records.get(key)
+            if record is not None:
+                effects.extend(self._retarget(record))
+        return effects
+
+    def _router_added(self, router_id: str) -> None:
+        key = f"R{router_id}"
+        self.remote.setdefault(key, set()).add(router_id)
+        record = self._record_for(key, -1)
+        if record is not None:
+            self._retarget(record)
+
+    def _router_lost(self, router_id: str) -> list[Effect]:
+        return self._forget(f"R{router_id}", router_id)
+
+    def _addresses_changed(self, effect: MobileAddressesChanged) -> list[Effect]:
+        out: list[Effect] = []
+        for key, hint in effect.added:
+            self.remote.setdefault(key, set()).add(effect.router_id)
+            record = self._record_for(key, hint)
+            if record is not None:
+                out.extend(self._retarget(record))
+        for key in effect.removed:
+            out.extend(self._forget(key, effect.router_id))
+        return out
+
+    def _forget(self, key: str, router_id: str) -> list[Effect]:
+        routers = self.remote.get(key)
+        if routers is None:
+            return []
+        routers.discard(router_id)
+        if not routers:
+            del self.remote[key]
+        record = self.records.get(key)
+        if record is None:
+            return []
+        out = self._retarget(record)
+        if not record.remotes and not record.in_use:
+            self._release_record(record)
+        return out
+
+    def _retarget(self, record: AddressRecord) -> list[Effect]:
+        """Recompute the remote destinations of a record; credit effects when it
+        gains its first or loses its last destination."""
+        had = record.has_destination
+        old = {t.router_id: t for t in record.remotes}
+        targets = []
+        for router_id in sorted(self.remote.get(record.key, ())):
+            route = self.routes.routes.get(router_id)
+            hop = self._next_hop_link(router_id) if route is not None else None
+            if hop is None or route is None:
+                continue
+            target = old.get(router_id)
+            if target is None or target.link is not hop or target.cost != route.cost:
+                fresh = RemoteTarget(router_id, hop, route.cost)
+                if target is not None and target.link is hop:
+                    fresh.outstanding = target.outstanding
+                target = fresh
+            targets.append(target)
+        record.remotes = targets
+        if targets:
+            lowest = min(t.cost for t in targets)
+            record.closest_remotes = [t for t in targets if t.cost == lowest]
+        else:
+            record.closest_remotes = []
+        has = record.has_destination
+        if has and not had:
+            for sender in record.senders:
+                sender.blocked = False
+            return [UnblockSender(link=s) for s in record.senders]
+        if had and not has:
+            for sender in record.senders:
+                sender.blocked = True
+            return [BlockSender(link=s) for s in record.senders]
+        return []
+
+    def valid_origin(self, target: RemoteTarget, origin: str | None) -> bool:
+        return origin is None or origin == self.router_id or self.routes.is_valid_origin(
+            target.router_id, origin)
+
+
+__all__ = ["Network"]
