@@ -1,0 +1,185 @@
+"""The network side of the core: remote destinations per address and the
+relaying of control messages (reference 9.6, 9.7), without sockets.
+
+Topology used below (costs on the edges)::
+
+        B
+      1/ \\1
+      A   C
+      5\\ /5
+        D
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from addressing import AddressSpec, AddressTable, Distribution
+from router.core import (
+    BlockSender,
+    Connection,
+    ConnectionId,
+    IncomingAccepted,
+    Router,
+    SendFrame,
+    UnblockSender,
+)
+from router.core.records import OutLink, RouterLink
+from router.core.routing import (
+    MobileAddressesChanged,
+    RouterAdvertisement,
+    RoutesChanged,
+    compute_routes,
+    decode_envelope,
+    encode_control,
+)
+
+LINK_STATES = {
+    "A": {"B": 1, "D": 5},
+    "B": {"A": 1, "C": 1},
+    "C": {"B": 1, "D": 5},
+    "D": {"A": 5, "C": 5},
+}
+
+
+def interior(*specs: AddressSpec) -> Router:
+    table = AddressTable()
+    for spec in specs:
+        table.add(spec)
+    counter = itertools.count()
+    return Router(router_id="A", addresses=table, token=lambda: f"t{next(counter)}",
+                  interior=True, instance=1)
+
+
+def neighbour(router: Router, conn_id: int, cost: int) -> RouterLink:
+    conn = Connection(ConnectionId(conn_id))
+    link, _ = router.control_link_attached(conn, outgoing=True, name=f"ctl{conn_id}",
+                                           handle=object(), cost=cost, now=0.0)
+    assert isinstance(link, OutLink)
+    assert router.network is not None
+    rlink = router.network.link_of(conn)
+    assert rlink is not None
+    for _ in range(10):
+        router.data_link_attached(conn, outgoing=True, name="d", handle=object(), cost=cost)
+    return rlink
+
+
+def converge(router: Router) -> tuple[RouterLink, RouterLink]:
+    to_b = neighbour(router, 1, 1)
+    to_d = neighbour(router, 2, 5)
+    assert router.network is not None
+    router.network._apply([RoutesChanged(routes=compute_routes(LINK_STATES, "A"),
+                                         neighbors={"B": 1, "D": 2})], 0.0)
+    return to_b, to_d
+
+
+def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> None:
+    router = interior()
+    converge(router)
+    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")
+    assert isinstance(sender, IncomingAccepted) and sender.link.blocked
+    assert router.network is not None
+    effects = router.network._apply(
+        [MobileAddressesChanged(router_id="C", added=(("M0q", 3),))], 0.0)
+    assert effects == [UnblockSender(link=sender.link)]
+    record = router.records["M0q"]
+    assert [t.router_id for t in record.remotes] == ["C"]
+    assert record.remotes[0].link.peer == "B", "C is reached through B (cost 2 < 10)"
+    assert record.remotes[0].cost == 2
+    effects = router.network._apply(
+        [MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
+    assert effects == [BlockSender(link=sender.link)]
+    assert router.records["M0q"].remotes == []
+
+
+def test_closest_keeps_only_the_cheapest_remote_routers() -> None:
+    router = interior(AddressSpec(prefix="near", distribution=Distribution.CLOSEST))
+    converge(router)
+    assert router.network is not None
+    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0near.x", 2),)),
+                           MobileAddressesChanged(router_id="B", added=(("M0near.x", 2),)),
+                           MobileAddressesChanged(router_id="D", added=(("M0near.x", 2),))],
+                          0.0)
+    record = router.records["M0near.x"]
+    assert record.distribution is Distribution.CLOSEST
+    assert sorted(t.router_id for t in record.remotes) == ["B", "C", "D"]
+    assert [t.router_id for t in record.closest_remotes] == ["B"]
+
+
+def test_treatment_of_a_learnt_address_comes_from_the_hint_without_local_config() -> None:
+    router = interior()
+    converge(router)
+    assert router.network is not None
+    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0news", 1),))], 0.0)
+    assert router.records["M0news"].distribution is Distribution.MULTICAST
+
+
+def test_route_change_moves_remote_destinations_to_the_new_next_hop() -> None:
+    router = interior()
+    converge(router)
+    assert router.network is not None
+    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0q", 3),))], 0.0)
+    without_b = {"A": {"D": 5}, "C": {"D": 5}, "D": {"A": 5, "C": 5}}
+    router.network._apply([RoutesChanged(routes=compute_routes(without_b, "A"),
+                                         neighbors={"D": 2})], 0.0)
+    target = router.records["M0q"].remotes[0]
+    assert (target.link.peer, target.cost) == ("D", 10)
+
+
+def test_router_addresses_are_known_for_every_reachable_router() -> None:
+    router = interior()
+    converge(router)
+    assert router.network is not None
+    router.network._router_added("C")
+    found = router.lookup("amqp:/_topo/0/C/temp.abc")
+    assert found is router.records["RC"]
+    assert [t.router_id for t in router.records["RC"].remotes] == ["C"]
+
+
+def _ra(origin: str) -> bytes:
+    message = RouterAdvertisement(id=origin, pv=1, area="0", instance=7, ls_seq=3, mobile_seq=0)
+    return encode_control(message, to="amqp:/_topo/0/all/qdrouter", ingress=f"0/{origin}",
+                          trace=[f"0/{origin}"])
+
+
+def test_flooded_ra_is_relayed_to_neighbours_not_in_the_trace_with_us_appended() -> None:
+    router = interior()
+    to_b, to_d = converge(router)
+    assert router.network is not None
+    effects = router.network.control_received(to_b, _ra("B"), 0.0)
+    frames = [e for e in effects if isinstance(e, SendFrame)]
+    assert [f.link for f in frames] == [to_d]
+    relayed = decode_envelope(frames[0].data)
+    assert list(relayed.trace) == ["0/B", "0/A"]
+    assert relayed.ingress == "0/B"
+
+
+def test_unicast_control_goes_toward_its_router_only() -> None:
+    router = interior()
+    to_b, to_d = converge(router)
+    assert router.network is not None
+    message = RouterAdvertisement(id="D", pv=1, area="0", instance=7, ls_seq=3, mobile_seq=0)
+    data = encode_control(message, to="amqp:/_topo/0/C/qdrouter", ingress="0/D",
+                          trace=["0/D"])
+    effects = router.network.control_received(to_d, data, 0.0)
+    assert [e.link for e in effects if isinstance(e, SendFrame)] == [to_b]
+
+
+def test_garbage_on_a_control_link_is_dropped() -> None:
+    router = interior()
+    to_b, _ = converge(router)
+    assert router.network is not None
+    assert router.network.control_received(to_b, b"\x00Sp\xff garbage", 0.0) == []
+
+
+def test_losing_the_only_path_blocks_senders() -> None:
+    router = interior()
+    converge(router)
+    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")
+    assert isinstance(sender, IncomingAccepted)
+    assert router.network is not None
+    router.network._apply([MobileAddressesChanged(router_id="B", added=(("M0q", 3),))], 0.0)
+    assert not sender.link.blocked
+    effects = router.network._apply([RoutesChanged(routes=compute_routes({"A": {}}, "A"),
+                                                   neighbors={})], 0.0)
+    assert effects == [BlockSender(link=sender.link)]
