@@ -57,6 +57,8 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"{s['kb_per_connection']:.0f} KB/conn")
         if "startup_s" in s:
             other.append(f"start-up {s['startup_s']:.2f} s")
+        if "convergence_s" in s:
+            other.append(f"{s['routers']:.0f} routers converge in {s['convergence_s']:.1f} s")
         rows.append((
             name,
             f"{rate:,.0f}" if rate else "",

@@ -30,11 +30,12 @@ class Scale:
     latency_seconds: float = 10.0
     idle_connections: int = 1000
     addresses: int = 10_000
+    mesh: int = 10
     timeout: float = 300.0
 
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
-              addresses=200, timeout=120.0)
+              addresses=200, mesh=3, timeout=120.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -192,4 +193,121 @@ SCENARIOS = [
              description="resident memory with idle AMQP connections"),
     Scenario(name="many-addresses", kind="scale", run=many_addresses,
              description="start-up time and memory with configured addresses"),
+]
+
+
+# -- networks of routers --------------------------------------------------------
+
+_ROUTES = "routes: "
+
+
+def _interior(router_id: str, connect_to: list[int], extra: str = "") -> str:
+    text = (f"router {{\n    mode: interior\n    id: {router_id}\n}}\n"
+            "listener {\n    host: 127.0.0.1\n    port: 0\n    authenticatePeer: no\n}\n"
+            "listener {\n    host: 127.0.0.1\n    port: 0\n    role: inter-router\n}\n"
+            "log {\n    module: DEFAULT\n    enable: info+\n}\n")
+    for port in connect_to:
+        text += (f"connector {{\n    host: 127.0.0.1\n    port: {port}\n"
+                 "    role: inter-router\n}\n")
+    return text + extra
+
+
+def _routes_known(router: RouterProcess, count: int) -> bool:
+    """Whether the router's latest route line names ``count`` other routers."""
+    text = router.log.read_text(errors="replace")
+    at = text.rfind(_ROUTES)
+    if at < 0:
+        return False
+    line = text[at + len(_ROUTES):].split("\n", 1)[0]
+    return line != "none" and line.count(" via ") == count
+
+
+def _wait_converged(routers: list[RouterProcess], timeout: float) -> float:
+    started = time.monotonic()
+    deadline = started + timeout
+    while not all(_routes_known(r, len(routers) - 1) for r in routers):
+        if time.monotonic() > deadline:
+            raise RuntimeError("routers did not converge")
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+class _Network:
+    """Routers started one by one, each connecting to the ones listed."""
+
+    def __init__(self, links: list[list[int]]) -> None:
+        self.routers: list[RouterProcess] = []
+        try:
+            for i, peers in enumerate(links):
+                ports = [self.routers[p].ports[1] for p in peers]
+                self.routers.append(RouterProcess(_interior(f"R{i}", ports), name=f"R{i}"))
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for router in self.routers:
+            router.stop()
+
+    def __enter__(self) -> _Network:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def line3(presettled: bool = False) -> Callable[[dict[str, Path], Scale], Record]:
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = scale.count
+        with _Network([[], [0], [1]]) as net:
+            _wait_converged(net.routers, scale.timeout)
+            first, middle, last = net.routers
+            recv = start(_recv_args(bins, f"127.0.0.1:{last.ports[0]}", "line", n))
+            time.sleep(2.5)  # the consumer's address reaches the first router
+            cpu0 = [r.cpu() for r in net.routers]
+            sent = finish(start(_send_args(bins, f"127.0.0.1:{first.ports[0]}", "line", n, 100,
+                                           presettled)), scale.timeout)
+            received = finish(recv, scale.timeout)
+            cpu = [r.cpu() - c for r, c in zip(net.routers, cpu0, strict=True)]
+        _check(sent, [received], n, presettled)
+        seconds = (received["end_ns"] - sent["start_ns"]) / 1e9
+        return {"messages": n, "rate": n / seconds,
+                "router_cpu_s_per_100k": max(cpu) * 100_000 / n,
+                "router_us_per_msg": max(cpu) * 1e6 / n, "latency_us": received["latency_us"]}
+    return run
+
+
+def line3_latency(rate: int) -> Callable[[dict[str, Path], Scale], Record]:
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = max(100, int(rate * scale.latency_seconds))
+        with _Network([[], [0], [1]]) as net:
+            _wait_converged(net.routers, scale.timeout)
+            recv = start(_recv_args(bins, f"127.0.0.1:{net.routers[2].ports[0]}", "lat3", n))
+            time.sleep(2.5)
+            sent = finish(start(_send_args(bins, f"127.0.0.1:{net.routers[0].ports[0]}", "lat3",
+                                           n, 100, False, rate=rate)), scale.timeout)
+            received = finish(recv, scale.timeout)
+        _check(sent, [received], n, False)
+        return {"messages": n, "rate": sent["rate"], "latency_us": received["latency_us"]}
+    return run
+
+
+def mesh_convergence(bins: dict[str, Path], scale: Scale) -> Record:
+    """Time for a full mesh of routers to know every route, from the last start."""
+    size = scale.mesh
+    with _Network([list(range(i)) for i in range(size)]) as net:
+        seconds = _wait_converged(net.routers, scale.timeout)
+        rss = max(r.rss() for r in net.routers)
+    return {"routers": size, "convergence_s": seconds, "rss_mb": rss / 2**20}
+
+
+SCENARIOS += [
+    Scenario(name="line3-100", kind="throughput", run=line3(),
+             description="3-router line A-B-C, 100 B, unsettled (CPU: busiest router)"),
+    Scenario(name="latency-1000-line3", kind="latency", run=line3_latency(1000),
+             description="3-router line, 1,000 msg/s, 100 B"),
+    Scenario(name="latency-5000-line3", kind="latency", run=line3_latency(5000),
+             description="3-router line, 5,000 msg/s, 100 B"),
+    Scenario(name="mesh-convergence", kind="scale", run=mesh_convergence,
+             description="link-state convergence of a full mesh of routers"),
 ]

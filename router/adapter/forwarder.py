@@ -28,9 +28,11 @@ from router.core import (
     Fanout,
     InLink,
     MessageFormatError,
+    MessageInfo,
     OutLink,
     RemoteTarget,
     Router,
+    RouterAnnotations,
     SendFrame,
     Transfer,
     UnblockSender,
@@ -202,23 +204,45 @@ class Forwarder:
 
     def route(self, d: Any, il: InLink, data: bytes) -> None:
         """Forward one complete message; ``d`` is ``None`` when pre-settled."""
+        record = il.record
+        if record is None and il.control:
+            self._control(il, data)
+            return
+        # A message is scanned at most once, and only when it has to be: it
+        # carries router annotations, or its address or the network matter.
+        info: MessageInfo | None = None
+        ann: RouterAnnotations | None = None
         keys = may_have_router_keys(data)
         if keys:
-            checked = self._ingress_annotations(d, il, data)
-            if checked is None:
+            try:
+                info = scan(data)
+                if not info.router_keys:
+                    keys = False
+                elif il.conn.strip_in:
+                    data = strip_router_annotations(data, info)
+                    info = None
+                    keys = False
+                else:
+                    ann = decode_annotations(data, info)
+            except MessageFormatError as exc:
+                log.warning("%r: message rejected - invalid MA section: %s", il, exc)
+                description = "invalid message format" \
+                    if exc.condition == "amqp:decode-error" else str(exc)
+                self._finish(d, il, REJECTED, exc.condition, description)
                 return
-            data = checked
-            keys = not il.conn.strip_in
-        record = il.record
         if record is None:
-            if il.control:
-                self._control(il, data)
-                return
-            record = self._anonymous_record(d, il, data)
+            if info is None:
+                try:
+                    info = scan(data)
+                except MessageFormatError as exc:
+                    log.warning("%r: message rejected: %s", il, exc)
+                    self._finish(d, il, REJECTED, "amqp:decode-error", "invalid message format")
+                    return
+            record = self._anonymous_record(d, il, info, ann)
             if record is None:
                 return
         if record.remotes or il.transit:
-            self._route_network(d, il, data, record)
+            self._route_network(d, il, data, record, info, ann)
             return
         consumers = record.consumers
         if not consumers:
@@ -271,7 +295,8 @@ class Forwarder:
             elif isinstance(effect, BlockSender) and effect.link.handle is not None:
                 self.block(effect.link)
 
-    def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord) -> None:
+    def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+                       info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
         """Forward where remote routers are involved: a message for an address
         other routers have, or one that arrived from another router
         (reference 5.3 steps 6-8, 5.4)."""
@@ -279,12 +304,12 @@ class Forwarder:
         assert network is not None
         if il.transit:
             self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
-        try:
-            info = scan(data)
-            ann = decode_annotations(data, info) if info.router_keys else None
-        except MessageFormatError as exc:
-            self._finish(d, il, REJECTED, exc.condition, str(exc))
-            return
+        if info is None:
+            try:
+                info = scan(data)
+            except MessageFormatError as exc:
+                self._finish(d, il, REJECTED, exc.condition, "invalid message format")
+                return
         trace = ann.trace if ann is not None and ann.trace else ()
         if len(trace) > network.routes.radius + 1:
             log.debug("%r: released by the loop guard, trace %s", il, trace)
@@ -374,24 +399,6 @@ class Forwarder:
             chosen.outstanding += 1
         self.send(out, self._encoder.annotate(data, info, ann, to=to, phase=phase), ref)
 
-    def _ingress_annotations(self, d: Any, il: InLink, data: bytes) -> bytes | None:
-        """Strip a client's router annotations (stripAnnotations in/both) or
-        check them (reference 5.3 step 4); ``None`` when the message was rejected."""
-        try:
-            info = scan(data)
-            if not info.router_keys:
-                return data
-            if il.conn.strip_in:
-                return strip_router_annotations(data, info)
-            decode_annotations(data, info)
-        except MessageFormatError as exc:
-            log.warning("%r: message rejected - invalid MA section: %s", il, exc)
-            description = "invalid message format" if exc.condition == "amqp:decode-error" \
-                else str(exc)
-            self._finish(d, il, REJECTED, exc.condition, description)
-            return None
-        return data
-
     def _egress_annotations(self, ol: OutLink, data: bytes) -> bytes:
         """The message as sent to ``ol``: router keys stripped, or this router's
         ingress and trace added where the connection keeps annotations (5.7)."""
@@ -403,20 +410,14 @@ class Forwarder:
         phase = annotations.phase if annotations is not None else None
         return self._encoder.annotate(data, info, annotations, to=to, phase=phase)
 
-    def _anonymous_record(self, d: Any, il: InLink, data: bytes) -> AddressRecord | None:
-        try:
-            info = scan(data)
-        except MessageFormatError as exc:
-            log.warning("%r: message rejected: %s", il, exc)
-            self._finish(d, il, REJECTED, "amqp:decode-error", "invalid message format")
-            return None
+    def _anonymous_record(self, d: Any, il: InLink, info: MessageInfo,
+                          ann: RouterAnnotations | None) -> AddressRecord | None:
+        """The record a message on an anonymous link goes to (reference 5.3 step 8)."""
         to = info.to
         phase = 0
-        if not il.conn.strip_in and info.router_keys:
-            ann = decode_annotations(data, info)
-            if ann.to is not None:
-                to = ann.to
-                phase = ann.phase or 0
+        if ann is not None and ann.to is not None:
+            to = ann.to
+            phase = ann.phase or 0
         if not to:
             self._finish(d, il, REJECTED, "amqp:precondition-failed",
                          "Routing failure: no address present")
