@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     summary = report.summarise({k: v for k, v in runs.items() if v})
     print(report.table(summary, {s.name: s.description for s in wanted}))
+    m = report.machine()
+    print(f"\nmachine: {m['cpus']} CPUs {m['cpu_model']}, Python {m['python']}, load "
+          f"{m['load_average_1min']:.1f}; calibration: sum(range(1000)) "
+          f"{m['python_loop_1000_us']:.1f} us, one proton C call {m['proton_c_call_ns']:.0f} ns")
     report.write(args.out, runs, summary,
                  {"rounds": rounds, "scale": attrs.asdict(scale), "smoke": args.smoke})
     print(f"\nwrote {args.out / 'results.json'} and {args.out / 'results.png'}")
