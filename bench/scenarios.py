@@ -261,7 +261,7 @@ def line3(presettled: bool = False) -> Callable[[dict[str, Path], Scale], Record
         n = scale.count
         with _Network([[], [0], [1]]) as net:
             _wait_converged(net.routers, scale.timeout)
-            first, middle, last = net.routers
+            first, _middle, last = net.routers
             recv = start(_recv_args(bins, f"127.0.0.1:{last.ports[0]}", "line", n))
             time.sleep(2.5)  # the consumer's address reaches the first router
             cpu0 = [r.cpu() for r in net.routers]
