@@ -424,15 +424,25 @@ class Engine:
     # -- events --------------------------------------------------------------------
 
     def process(self) -> None:
-        """Dispatch every pending event, top up credit, write all output."""
-        self._dispatch()
-        self.forwarder.flush_credit()
-        self._dispatch()
-        dirty = list(self.dirty)
-        self.dirty.clear()
-        for conn in dirty:
-            if not conn.closed:
-                self._write(conn)
+        """Dispatch every pending event, top up credit, write all output.
+
+        Writing can close a connection, and settling what it held changes
+        others (released deliveries, drained senders): go round until nothing
+        is left to dispatch or write, so none of it waits for the next wake-up.
+        """
+        while True:
+            self._dispatch()
+            self.forwarder.flush_credit()
+            self._dispatch()
+            if not self.dirty:
+                return
+            dirty = list(self.dirty)
+            self.dirty.clear()
+            for conn in dirty:
+                if not conn.closed:
+                    self._write(conn)
+            if not self.dirty and not lib.pn_collector_peek(self.collector):
+                return
 
     def _dispatch(self) -> None:
         collector = self.collector
