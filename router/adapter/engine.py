@@ -15,10 +15,8 @@ import contextlib
 import errno
 import logging
 import os
-import secrets
 import select
 import socket
-import string
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +25,15 @@ from proton import SASL, Transport
 from proton import Connection as PnConnection
 
 import router
+from router.adapter.connections import (
+    Conn,
+    Connector,
+    Listener,
+    Settings,
+    open_properties,
+    symbols,
+    token,
+)
 from router.adapter.endpoints import (
     ROUTER_CONTROL,
     ROUTER_DATA,
@@ -54,59 +61,6 @@ _UNLIMITED_SESSION_FRAMES = 2**31 // 65536
 PN_DELIVERY = lib.PN_DELIVERY
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_LINK_FLOW = lib.PN_LINK_FLOW
-
-
-class Listener:
-    """A bound listening socket and the settings of what it accepts."""
-
-    def __init__(self, settings: ListenerSettings, sock: socket.socket) -> None:
-        self.settings = settings
-        self.sock = sock
-        host, port = sock.getsockname()[:2]
-        self.host: str = host
-        self.port: int = port
-
-
-class Connector:
-    """A connector: the connection it keeps trying to have (reference 3.3)."""
-
-    def __init__(self, settings: ConnectorSettings) -> None:
-        self.settings = settings
-        self.address = f"{settings.host}:{settings.port}"
-        self.sock: socket.socket | None = None  # while connecting
-        self.conn: Conn | None = None  # while connected
-        self.retry_at: float | None = 0.0
-
-
-Settings = ListenerSettings | ConnectorSettings
-
-
-class Conn:
-    """One socket with its proton transport and connection."""
-
-    __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "opened",
-                 "peer", "pn_conn", "settings", "sock", "started", "tptr", "transport",
-                 "want_write")
-
-    def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
-                 transport: Transport, pn_conn: PnConnection, peer: str, now: float,
-                 connector: Connector | None = None) -> None:
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.core = core
-        self.settings = settings
-        self.connector = connector
-        self.cost = settings.cost
-        self.transport = transport
-        self.pn_conn = pn_conn
-        self.tptr = transport._impl
-        self.cptr = pn_conn._impl
-        self.peer = peer
-        self.want_write = False
-        self.closed = False
-        self.opened = False
-        self.started = now
-        self.deadline = 0.0
 
 
 class Engine:
@@ -284,8 +238,8 @@ class Engine:
             connector.conn = conn
             pn_conn.container = self.router_id
             pn_conn.hostname = connector.settings.host
-            pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
-            pn_conn.properties = _open_properties(conn)
+            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = open_properties(conn)
             pn_conn.open()
             self.dirty.add(conn)
         self._tick_one(conn, self.clock())
@@ -542,8 +496,8 @@ class Engine:
                 conn.cost = peer_cost
         if conn.connector is None:
             pn_conn.container = self.router_id
-            pn_conn.offered_capabilities = _symbols("ANONYMOUS-RELAY")
-            pn_conn.properties = _open_properties(conn)
+            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = open_properties(conn)
             pn_conn.open()
         elif core.role is Role.INTER_ROUTER:
             self._open_router_links(conn)
@@ -564,7 +518,7 @@ class Engine:
             lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
             lib.pn_session_open(ssn)
             for sender in (True, False):
-                open_router_link(ssn, f"qdlink.{_token()}", sender=sender, capability=capability)
+                open_router_link(ssn, f"qdlink.{token()}", sender=sender, capability=capability)
 
     def _session_opened(self, ssn: Any) -> None:
         if not lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
@@ -655,30 +609,6 @@ class Engine:
             delay = connector.settings.retry_dropped_s if conn.opened \
                 else connector.settings.retry_failed_s
             connector.retry_at = self.clock() + delay
-
-
-def _symbols(*names: str) -> Any:
-    from proton import symbol
-    return [symbol(n) for n in names]
-
-
-def _open_properties(conn: Conn) -> dict[Any, Any]:
-    """OPEN properties as qdrouterd sends them (reference 9.1)."""
-    from proton import symbol
-    props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,
-                             symbol("qd.conn-id"): conn.core.conn_id}
-    if conn.core.role is Role.INTER_ROUTER:
-        if conn.settings.cost > 1:
-            props[symbol("qd.inter-router-cost")] = conn.settings.cost
-        props[symbol("qd.annotations-version")] = 1
-    return props
-
-
-def _token(length: int = 15) -> str:
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
-
-
-_TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
 
 
 __all__ = ["Engine", "Listener"]

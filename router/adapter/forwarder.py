@@ -1,12 +1,15 @@
 """The per-message path: receive a delivery, pick its destinations, send the
-copies, carry outcomes and settlement back, keep the senders' credit.
+copies, keep the senders' credit.
 
-Owns every proton call made per message, on raw ``cproton_ffi`` pointers
-bound to local names.  Decisions come from the core (records maintained by
-``router.core.Router``, choice functions from ``addressing``, outcome rules
-from ``router.core.settlement``); this module must not make routing
-decisions of its own beyond applying them, and must not allocate effect
-objects per message.
+Owns every proton call made per message on the receiving and sending side,
+on raw ``cproton_ffi`` pointers bound to local names; outcomes and
+settlement are ``router.adapter.settling``'s, routing toward other routers
+``router.adapter.remote``'s (both are base classes of ``Forwarder``).
+Decisions come from the core (records maintained by ``router.core.Router``,
+choice functions from ``addressing``, outcome rules from
+``router.core.settlement``); this module must not make routing decisions of
+its own beyond applying them, and must not allocate effect objects per
+message.
 """
 
 from __future__ import annotations
@@ -18,32 +21,26 @@ from collections.abc import Callable
 from typing import Any
 
 from addressing import Distribution, choose_balanced
-from router.adapter.pn import NULL, ffi, lib
+from router.adapter.pn import ffi, lib
+from router.adapter.remote import RemoteForwarding
 from router.core import (
     UNAVAILABLE,
     AddressRecord,
     AnnotationEncoder,
-    BlockSender,
-    Effect,
     Fanout,
     InLink,
     MessageFormatError,
     MessageInfo,
     OutLink,
-    RemoteTarget,
     Router,
     RouterAnnotations,
-    SendFrame,
     Transfer,
-    UnblockSender,
     decode_annotations,
-    fold_multicast,
     may_have_router_keys,
     scan,
     strip_router_annotations,
 )
-from router.core.records import DEFAULT_PRIORITY
-from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
+from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
 log = logging.getLogger(__name__)
 
@@ -74,44 +71,7 @@ pn_link_drained = lib.pn_link_drained
 pn_link_set_drain = lib.pn_link_set_drain
 
 
-def _router_of(annotation: str | None) -> str | None:
-    """``"0/R1"`` (an ingress or trace entry) -> ``"R1"``."""
-    if annotation is None:
-        return None
-    return annotation[2:] if annotation.startswith("0/") else annotation
-
-
-def copy_disposition(dst: Any, src: Any, state: int) -> None:
-    """Copy a consumer's delivery state, with its details, onto the producer's
-    delivery (reference 6.1): rejected error, modified fields, received
-    position, and the raw data of any other state (e.g. transactional)."""
-    local = pn_delivery_local(dst)
-    remote = pn_delivery_remote(src)
-    if state == REJECTED:
-        rc = lib.pn_disposition_condition(remote)
-        if lib.pn_condition_is_set(rc):
-            lc = lib.pn_disposition_condition(local)
-            lib.pn_condition_set_name(lc, lib.pn_condition_get_name(rc))
-            desc = lib.pn_condition_get_description(rc)
-            if desc != NULL:
-                lib.pn_condition_set_description(lc, desc)
-            lib.pn_data_copy(lib.pn_condition_info(lc), lib.pn_condition_info(rc))
-    elif state == MODIFIED:
-        lib.pn_disposition_set_failed(local, lib.pn_disposition_is_failed(remote))
-        lib.pn_disposition_set_undeliverable(local, lib.pn_disposition_is_undeliverable(remote))
-        lib.pn_data_copy(lib.pn_disposition_annotations(local),
-                         lib.pn_disposition_annotations(remote))
-    elif state == 0x23:  # received
-        lib.pn_disposition_set_section_number(local,
-                                              lib.pn_disposition_get_section_number(remote))
-        lib.pn_disposition_set_section_offset(local,
-                                              lib.pn_disposition_get_section_offset(remote))
-    elif state not in TERMINAL_STATES:
-        lib.pn_data_copy(lib.pn_disposition_data(local), lib.pn_disposition_data(remote))
-    pn_delivery_update(dst, state)
-
-
-class Forwarder:
+class Forwarder(RemoteForwarding):
     """Moves messages between links.
 
     Args:
@@ -121,12 +81,10 @@ class Forwarder:
 
     def __init__(self, router: Router, router_id: str,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.router = router
         self.router_id = router_id
         self.clock = clock
-        self.credit_dirty: set[InLink] = set()
-        # Adapter connections (``Connection.handle``) that have output to write.
-        self.dirty: set[Any] = set()
         # Outgoing delivery tags: an 8-byte counter written into one buffer that
         # a preallocated pn_bytes_t points at (pn_delivery copies the tag).
         self._tag = ffi.new("uint64_t*")
@@ -136,7 +94,6 @@ class Forwarder:
         self._view = memoryview(self._buf)
         self._cbuf = ffi.from_buffer(self._buf)
         self._size = len(self._buf)
-        self.dropped_presettled = 0
         self._encoder = AnnotationEncoder(router_id)
 
     # -- receiving -----------------------------------------------------------
@@ -274,131 +231,6 @@ class Forwarder:
 
     # -- the network -------------------------------------------------------------
 
-    def _control(self, il: InLink, data: bytes) -> None:
-        """A message on a router-control link: the routing protocol's."""
-        self.credit_dirty.add(il)
-        network = self.router.network
-        if network is None or il.router_link is None:
-            return
-        self.apply(network.control_received(il.router_link, data, self.clock()))
-
-    def apply(self, effects: list[Effect]) -> None:
-        """Carry out the core's effects: credit changes and control frames."""
-        for effect in effects:
-            if isinstance(effect, SendFrame):
-                out = effect.link.control
-                if out is not None and out.handle is not None:
-                    self.send(out, effect.data, None)
-            elif isinstance(effect, UnblockSender):
-                if effect.link.handle is not None:
-                    self.unblock(effect.link)
-            elif isinstance(effect, BlockSender) and effect.link.handle is not None:
-                self.block(effect.link)
-
-    def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
-                       info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
-        """Forward where remote routers are involved: a message for an address
-        other routers have, or one that arrived from another router
-        (reference 5.3 steps 6-8, 5.4)."""
-        network = self.router.network
-        assert network is not None
-        if il.transit:
-            self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
-        if info is None:
-            try:
-                info = scan(data)
-            except MessageFormatError as exc:
-                self._finish(d, il, REJECTED, exc.condition, "invalid message format")
-                return
-        trace = ann.trace if ann is not None and ann.trace else ()
-        if len(trace) > network.routes.radius + 1:
-            log.debug("%r: released by the loop guard, trace %s", il, trace)
-            self._no_destination(d, il)
-            return
-        origin = _router_of(ann.ingress) if ann is not None else None
-        visited = {_router_of(t) for t in trace}
-        if record.priority is not None:
-            priority = record.priority
-        elif info.priority is not None:
-            priority = min(info.priority, 9)
-        else:
-            priority = DEFAULT_PRIORITY
-        if il.record is not None:
-            to = il.address
-            phase = il.phase or None
-        else:
-            to = ann.to if ann is not None else None
-            phase = ann.phase if ann is not None else None
-        consumers = record.consumers
-        dist = record.distribution
-        if dist is _MULTICAST:
-            hops: dict[int, OutLink] = {}
-            for target in record.remotes:
-                rlink = target.link
-                if rlink.peer in visited or rlink.link_id in hops:
-                    continue
-                if not network.valid_origin(target, origin):
-                    continue
-                out = rlink.data_link(priority)
-                if out is not None:
-                    hops[rlink.link_id] = out
-            if not consumers and not hops:
-                self._no_destination(d, il)
-                return
-            annotated = self._encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
-                else data
-            copies = [(ol, data) for ol in consumers] + [(ol, annotated) for ol in hops.values()]
-            if d is None:
-                self.credit_dirty.add(il)
-                for ol, payload in copies:
-                    self.send(ol, payload, None)
-                return
-            f = Fanout(d, il)
-            f.pending = len(copies)
-            il.unsettled[d] = f
-            for ol, payload in copies:
-                self.send(ol, payload, f)
-            return
-        chosen: OutLink | RemoteTarget | None
-        if dist is _CLOSEST:
-            if consumers:
-                chosen = consumers[0]
-                consumers.append(consumers.pop(0))
-            else:
-                chosen = None
-                closest = record.closest_remotes
-                for i, target in enumerate(closest):
-                    if target.link.peer not in visited:
-                        chosen = target
-                        closest.append(closest.pop(i))
-                        break
-        else:
-            remotes = [t for t in record.remotes
-                       if t.link.peer not in visited and network.valid_origin(t, origin)]
-            chosen = choose_balanced(consumers, remotes)
-        if chosen is None:
-            self._no_destination(d, il)
-            return
-        ref: Transfer | None = None
-        if d is not None:
-            ref = Transfer(d, il)
-            il.unsettled[d] = ref
-        else:
-            self.credit_dirty.add(il)
-        if isinstance(chosen, OutLink):
-            self.send(chosen, data, ref)
-            return
-        out = chosen.link.data_link(priority)
-        if out is None:
-            if ref is not None:
-                del il.unsettled[d]
-            self._no_destination(d, il)
-            return
-        if ref is not None:
-            ref.target = chosen
-            chosen.outstanding += 1
-        self.send(out, self._encoder.annotate(data, info, ann, to=to, phase=phase), ref)
-
     def _egress_annotations(self, ol: OutLink, data: bytes) -> bytes:
         """The message as sent to ``ol``: router keys stripped, or this router's
         ingress and trace added where the connection keeps annotations (5.7)."""
@@ -432,31 +264,6 @@ class Forwarder:
             return None
         assert isinstance(found, AddressRecord)
         return found
-
-    def _no_destination(self, d: Any, il: InLink) -> None:
-        """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
-        if d is None:
-            self.dropped_presettled += 1
-            self.credit_dirty.add(il)
-        else:
-            self._finish(d, il, RELEASED)
-
-    def _finish(self, d: Any, il: InLink, state: int, condition: str | None = None,
-                description: str | None = None) -> None:
-        """Give a delivery the router's own outcome and settle it."""
-        self.credit_dirty.add(il)
-        if d is None:
-            return
-        if condition is not None:
-            cond = lib.pn_disposition_condition(pn_delivery_local(d))
-            lib.pn_condition_set_name(cond, condition.encode())
-            if description:
-                lib.pn_condition_set_description(cond, description.encode())
-        elif state == MODIFIED:
-            lib.pn_disposition_set_failed(pn_delivery_local(d), True)
-        pn_delivery_update(d, state)
-        pn_delivery_settle(d)
-        self.dirty.add(il.conn.handle)
 
     def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink]) -> None:
         if d is None:
@@ -545,170 +352,6 @@ class Forwarder:
 
     # -- outcomes and settlement -------------------------------------------------
 
-    def outgoing(self, od: Any, ol: OutLink) -> None:
-        """A PN_DELIVERY event on a router-outgoing link: the consumer's disposition."""
-        ref = ol.unsettled.get(od)
-        settled = pn_delivery_settled(od)
-        if ref is None:
-            if settled:
-                pn_delivery_settle(od)
-            return
-        state = pn_delivery_remote_state(od)
-        if type(ref) is Transfer:
-            d = ref.in_delivery
-            if d is not None and state:
-                if state in (ACCEPTED, RELEASED):
-                    pn_delivery_update(d, state)
-                else:
-                    copy_disposition(d, od, state)
-            if settled:
-                del ol.unsettled[od]
-                pn_delivery_settle(od)
-                if ref.target is not None:
-                    ref.target.outstanding -= 1
-                    ref.target = None
-                if d is not None:
-                    pn_delivery_settle(d)
-                    il = ref.in_link
-                    del il.unsettled[d]
-                    self.credit_dirty.add(il)
-            if d is not None:
-                self.dirty.add(ref.in_link.conn.handle)
-            return
-        assert isinstance(ref, Fanout)
-        if settled:
-            del ol.unsettled[od]
-            ref.copies.pop(od, None)
-            pn_delivery_settle(od)
-            if ref.terminal is not None and od in ref.terminal:
-                ref.terminal.discard(od)
-                self._copy_done(ref, None, None)
-            else:
-                self._copy_done(ref, None, state or ACCEPTED)
-        elif state in TERMINAL_STATES:
-            if ref.terminal is None:
-                ref.terminal = set()
-            if od not in ref.terminal:
-                ref.terminal.add(od)
-                self._copy_reported(ref, state)
-
-    def _copy_reported(self, f: Fanout, state: int) -> None:
-        """A copy gave a terminal outcome without settling (consumer in settle
-        mode "second").  Once every unsettled copy has, the producer is told
-        the folded outcome so it can settle (reference 6.2)."""
-        f.outcome = fold_multicast(f.outcome, state)
-        f.reported += 1
-        self._maybe_report(f)
-
-    def _maybe_report(self, f: Fanout) -> None:
-        d = f.in_delivery
-        if d is not None and f.reported and f.reported == f.pending and f.outcome is not None:
-            pn_delivery_update(d, f.outcome)
-            self.dirty.add(f.in_link.conn.handle)
-
-    def _copy_done(self, f: Fanout, _od: Any, state: int | None) -> None:
-        """One multicast copy settled, with ``state`` unless already reported."""
-        if state is not None:
-            f.outcome = fold_multicast(f.outcome, state)
-        else:
-            f.reported -= 1
-        f.pending -= 1
-        if f.pending > 0:
-            self._maybe_report(f)
-            return
-        d = f.in_delivery
-        if d is None:
-            return
-        il = f.in_link
-        f.in_delivery = None
-        il.unsettled.pop(d, None)
-        outcome = f.outcome if f.outcome is not None else RELEASED
-        self._finish(d, il, outcome)
-
-    def _producer_settled(self, d: Any, il: InLink) -> None:
-        """The producer settled first: pass the settlement on (reference 6.1, 6.2)."""
-        ref = il.unsettled.pop(d, None)
-        if ref is not None:
-            state = pn_delivery_remote_state(d)
-            ref.in_delivery = None
-            if type(ref) is Transfer:
-                if ref.target is not None:
-                    ref.target.outstanding -= 1
-                    ref.target = None
-                od = ref.out_delivery
-                if od is not None and ref.out_link is not None:
-                    ref.out_link.unsettled.pop(od, None)
-                    if state:
-                        pn_delivery_update(od, state)
-                    pn_delivery_settle(od)
-                    self.dirty.add(ref.out_link.conn.handle)
-            else:
-                assert isinstance(ref, Fanout)
-                for od, ol in ref.copies.items():
-                    ol.unsettled.pop(od, None)
-                    if state:
-                        pn_delivery_update(od, state)
-                    pn_delivery_settle(od)
-                    self.dirty.add(ol.conn.handle)
-                ref.copies.clear()
-        pn_delivery_settle(d)
-        self.dirty.add(il.conn.handle)
-        self.credit_dirty.add(il)
-
-    # -- links going away ----------------------------------------------------------
-
-    def lose_outgoing(self, ol: OutLink) -> None:
-        """A consumer went away: every copy still routed to it ends (reference 6.4)."""
-        queue, unsettled = ol.queue, ol.unsettled
-        ol.queue = deque()
-        ol.unsettled = {}
-        for _data, ref in queue:
-            if ref is not None:
-                self._copy_lost(ref, None, RELEASED)
-        for od, ref in unsettled.items():
-            self._copy_lost(ref, od, MODIFIED)
-            pn_delivery_settle(od)
-
-    def _copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
-        if type(ref) is Transfer:
-            if ref.target is not None:
-                ref.target.outstanding -= 1
-                ref.target = None
-            d = ref.in_delivery
-            if d is not None:
-                ref.in_delivery = None
-                ref.in_link.unsettled.pop(d, None)
-                self._finish(d, ref.in_link, state)
-            return
-        assert isinstance(ref, Fanout)
-        if od is not None:
-            ref.copies.pop(od, None)
-        if ref.terminal is not None and od in ref.terminal:
-            ref.terminal.discard(od)
-            self._copy_done(ref, od, None)
-        else:
-            self._copy_done(ref, od, state)
-
-    def lose_incoming(self, il: InLink) -> None:
-        """A producer went away (reference 6.4): anycast copies carry on unlinked;
-        multicast copies are settled MODIFIED toward their consumers."""
-        unsettled = il.unsettled
-        il.unsettled = {}
-        il.partial = None
-        for ref in unsettled.values():
-            ref.in_delivery = None
-            if type(ref) is Fanout:
-                for od, ol in ref.copies.items():
-                    ol.unsettled.pop(od, None)
-                    lib.pn_disposition_set_failed(pn_delivery_local(od), True)
-                    pn_delivery_update(od, MODIFIED)
-                    pn_delivery_settle(od)
-                    self.dirty.add(ol.conn.handle)
-                ref.copies.clear()
-        self.credit_dirty.discard(il)
-
-    # -- credit ---------------------------------------------------------------------
-
     def flush_credit(self) -> None:
         """Top every touched sender's credit back up to its window (reference 5.2)."""
         dirty = self.credit_dirty
@@ -729,12 +372,3 @@ class Forwarder:
                 pn_link_flow(lptr, grant)
                 self.dirty.add(il.conn.handle)
 
-    def block(self, il: InLink) -> None:
-        """The sender's address lost its last destination: drain its credit."""
-        lib.pn_link_drain(il.handle, 0)
-        self.dirty.add(il.conn.handle)
-
-    def unblock(self, il: InLink) -> None:
-        """The sender's address has a destination again."""
-        pn_link_set_drain(il.handle, False)
-        self.credit_dirty.add(il)

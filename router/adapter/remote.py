@@ -1,0 +1,186 @@
+"""Forwarding where other routers are involved (reference 5.3 steps 6-8,
+5.4, 9.7): messages for addresses remote routers have, messages that
+arrived from another router, and the routing protocol's own messages.
+
+Owns choosing among local consumers and remote routers (valid origins,
+trace exclusion, cost), the data link of a message's priority, and the
+annotations the next router reads.  Remote destinations themselves are kept
+by ``router.core.network``; this module must not recompute them per message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from addressing import Distribution, choose_balanced
+from router.adapter.settling import Settling
+from router.core import (
+    AddressRecord,
+    AnnotationEncoder,
+    BlockSender,
+    Effect,
+    Fanout,
+    InLink,
+    MessageFormatError,
+    MessageInfo,
+    OutLink,
+    RemoteTarget,
+    Router,
+    RouterAnnotations,
+    SendFrame,
+    Transfer,
+    UnblockSender,
+    scan,
+)
+from router.core.records import DEFAULT_PRIORITY
+from router.core.settlement import REJECTED
+
+log = logging.getLogger(__name__)
+
+_MULTICAST = Distribution.MULTICAST
+_CLOSEST = Distribution.CLOSEST
+
+
+def _router_of(annotation: str | None) -> str | None:
+    """``"0/R1"`` (an ingress or trace entry) -> ``"R1"``."""
+    if annotation is None:
+        return None
+    return annotation[2:] if annotation.startswith("0/") else annotation
+
+
+class RemoteForwarding(Settling):
+    """The network half of the forwarder (see ``Forwarder``)."""
+
+    router: Router
+    clock: Callable[[], float]
+    _encoder: AnnotationEncoder
+
+    def send(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None) -> None:
+        raise NotImplementedError
+
+    def _control(self, il: InLink, data: bytes) -> None:
+        """A message on a router-control link: the routing protocol's."""
+        self.credit_dirty.add(il)
+        network = self.router.network
+        if network is None or il.router_link is None:
+            return
+        self.apply(network.control_received(il.router_link, data, self.clock()))
+
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out the core's effects: credit changes and control frames."""
+        for effect in effects:
+            if isinstance(effect, SendFrame):
+                out = effect.link.control
+                if out is not None and out.handle is not None:
+                    self.send(out, effect.data, None)
+            elif isinstance(effect, UnblockSender):
+                if effect.link.handle is not None:
+                    self.unblock(effect.link)
+            elif isinstance(effect, BlockSender) and effect.link.handle is not None:
+                self.block(effect.link)
+
+    def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+                       info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+        """Forward where remote routers are involved: a message for an address
+        other routers have, or one that arrived from another router
+        (reference 5.3 steps 6-8, 5.4)."""
+        network = self.router.network
+        assert network is not None
+        if il.transit:
+            self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
+        if info is None:
+            try:
+                info = scan(data)
+            except MessageFormatError as exc:
+                self._finish(d, il, REJECTED, exc.condition, "invalid message format")
+                return
+        trace = ann.trace if ann is not None and ann.trace else ()
+        if len(trace) > network.routes.radius + 1:
+            log.debug("%r: released by the loop guard, trace %s", il, trace)
+            self._no_destination(d, il)
+            return
+        origin = _router_of(ann.ingress) if ann is not None else None
+        visited = {_router_of(t) for t in trace}
+        if record.priority is not None:
+            priority = record.priority
+        elif info.priority is not None:
+            priority = min(info.priority, 9)
+        else:
+            priority = DEFAULT_PRIORITY
+        if il.record is not None:
+            to = il.address
+            phase = il.phase or None
+        else:
+            to = ann.to if ann is not None else None
+            phase = ann.phase if ann is not None else None
+        consumers = record.consumers
+        dist = record.distribution
+        if dist is _MULTICAST:
+            hops: dict[int, OutLink] = {}
+            for target in record.remotes:
+                rlink = target.link
+                if rlink.peer in visited or rlink.link_id in hops:
+                    continue
+                if not network.valid_origin(target, origin):
+                    continue
+                out = rlink.data_link(priority)
+                if out is not None:
+                    hops[rlink.link_id] = out
+            if not consumers and not hops:
+                self._no_destination(d, il)
+                return
+            annotated = self._encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
+                else data
+            copies = [(ol, data) for ol in consumers] + [(ol, annotated) for ol in hops.values()]
+            if d is None:
+                self.credit_dirty.add(il)
+                for ol, payload in copies:
+                    self.send(ol, payload, None)
+                return
+            f = Fanout(d, il)
+            f.pending = len(copies)
+            il.unsettled[d] = f
+            for ol, payload in copies:
+                self.send(ol, payload, f)
+            return
+        chosen: OutLink | RemoteTarget | None
+        if dist is _CLOSEST:
+            if consumers:
+                chosen = consumers[0]
+                consumers.append(consumers.pop(0))
+            else:
+                chosen = None
+                closest = record.closest_remotes
+                for i, target in enumerate(closest):
+                    if target.link.peer not in visited:
+                        chosen = target
+                        closest.append(closest.pop(i))
+                        break
+        else:
+            remotes = [t for t in record.remotes
+                       if t.link.peer not in visited and network.valid_origin(t, origin)]
+            chosen = choose_balanced(consumers, remotes)
+        if chosen is None:
+            self._no_destination(d, il)
+            return
+        ref: Transfer | None = None
+        if d is not None:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        else:
+            self.credit_dirty.add(il)
+        if isinstance(chosen, OutLink):
+            self.send(chosen, data, ref)
+            return
+        out = chosen.link.data_link(priority)
+        if out is None:
+            if ref is not None:
+                del il.unsettled[d]
+            self._no_destination(d, il)
+            return
+        if ref is not None:
+            ref.target = chosen
+            chosen.outstanding += 1
+        self.send(out, self._encoder.annotate(data, info, ann, to=to, phase=phase), ref)

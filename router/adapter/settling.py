@@ -1,0 +1,266 @@
+"""Outcomes and settlement on the per-message path (reference 6).
+
+Owns carrying a consumer's disposition back to the producer (anycast, with
+its details), folding multicast copies, the producer settling first, and
+what the producer is told when either side's link goes away; plus the
+router's own outcomes (released, rejected) and withdrawing or restoring a
+sender's credit.  The rules come from ``router.core.settlement``; this
+module applies them with raw proton calls and must not route.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from router.adapter.pn import NULL, lib
+from router.core import Fanout, InLink, OutLink, Transfer, fold_multicast
+from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
+
+pn_delivery_settled = lib.pn_delivery_settled
+pn_delivery_settle = lib.pn_delivery_settle
+pn_delivery_update = lib.pn_delivery_update
+pn_delivery_remote_state = lib.pn_delivery_remote_state
+pn_delivery_remote = lib.pn_delivery_remote
+pn_delivery_local = lib.pn_delivery_local
+pn_link_set_drain = lib.pn_link_set_drain
+
+
+def copy_disposition(dst: Any, src: Any, state: int) -> None:
+    """Copy a consumer's delivery state, with its details, onto the producer's
+    delivery (reference 6.1): rejected error, modified fields, received
+    position, and the raw data of any other state (e.g. transactional)."""
+    local = pn_delivery_local(dst)
+    remote = pn_delivery_remote(src)
+    if state == REJECTED:
+        rc = lib.pn_disposition_condition(remote)
+        if lib.pn_condition_is_set(rc):
+            lc = lib.pn_disposition_condition(local)
+            lib.pn_condition_set_name(lc, lib.pn_condition_get_name(rc))
+            desc = lib.pn_condition_get_description(rc)
+            if desc != NULL:
+                lib.pn_condition_set_description(lc, desc)
+            lib.pn_data_copy(lib.pn_condition_info(lc), lib.pn_condition_info(rc))
+    elif state == MODIFIED:
+        lib.pn_disposition_set_failed(local, lib.pn_disposition_is_failed(remote))
+        lib.pn_disposition_set_undeliverable(local, lib.pn_disposition_is_undeliverable(remote))
+        lib.pn_data_copy(lib.pn_disposition_annotations(local),
+                         lib.pn_disposition_annotations(remote))
+    elif state == 0x23:  # received
+        lib.pn_disposition_set_section_number(local,
+                                              lib.pn_disposition_get_section_number(remote))
+        lib.pn_disposition_set_section_offset(local,
+                                              lib.pn_disposition_get_section_offset(remote))
+    elif state not in TERMINAL_STATES:
+        lib.pn_data_copy(lib.pn_disposition_data(local), lib.pn_disposition_data(remote))
+    pn_delivery_update(dst, state)
+
+
+class Settling:
+    """Settlement state shared with the forwarder: the senders whose credit
+    must be looked at, and the connections with output to write."""
+
+    def __init__(self) -> None:
+        self.credit_dirty: set[InLink] = set()
+        # Adapter connections (``Connection.handle``) that have output to write.
+        self.dirty: set[Any] = set()
+        self.dropped_presettled = 0
+
+    def _no_destination(self, d: Any, il: InLink) -> None:
+        """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
+        if d is None:
+            self.dropped_presettled += 1
+            self.credit_dirty.add(il)
+        else:
+            self._finish(d, il, RELEASED)
+
+    def _finish(self, d: Any, il: InLink, state: int, condition: str | None = None,
+                description: str | None = None) -> None:
+        """Give a delivery the router's own outcome and settle it."""
+        self.credit_dirty.add(il)
+        if d is None:
+            return
+        if condition is not None:
+            cond = lib.pn_disposition_condition(pn_delivery_local(d))
+            lib.pn_condition_set_name(cond, condition.encode())
+            if description:
+                lib.pn_condition_set_description(cond, description.encode())
+        elif state == MODIFIED:
+            lib.pn_disposition_set_failed(pn_delivery_local(d), True)
+        pn_delivery_update(d, state)
+        pn_delivery_settle(d)
+        self.dirty.add(il.conn.handle)
+
+    def outgoing(self, od: Any, ol: OutLink) -> None:
+        """A PN_DELIVERY event on a router-outgoing link: the consumer's disposition."""
+        ref = ol.unsettled.get(od)
+        settled = pn_delivery_settled(od)
+        if ref is None:
+            if settled:
+                pn_delivery_settle(od)
+            return
+        state = pn_delivery_remote_state(od)
+        if type(ref) is Transfer:
+            d = ref.in_delivery
+            if d is not None and state:
+                if state in (ACCEPTED, RELEASED):
+                    pn_delivery_update(d, state)
+                else:
+                    copy_disposition(d, od, state)
+            if settled:
+                del ol.unsettled[od]
+                pn_delivery_settle(od)
+                if ref.target is not None:
+                    ref.target.outstanding -= 1
+                    ref.target = None
+                if d is not None:
+                    pn_delivery_settle(d)
+                    il = ref.in_link
+                    del il.unsettled[d]
+                    self.credit_dirty.add(il)
+            if d is not None:
+                self.dirty.add(ref.in_link.conn.handle)
+            return
+        assert isinstance(ref, Fanout)
+        if settled:
+            del ol.unsettled[od]
+            ref.copies.pop(od, None)
+            pn_delivery_settle(od)
+            if ref.terminal is not None and od in ref.terminal:
+                ref.terminal.discard(od)
+                self._copy_done(ref, None, None)
+            else:
+                self._copy_done(ref, None, state or ACCEPTED)
+        elif state in TERMINAL_STATES:
+            if ref.terminal is None:
+                ref.terminal = set()
+            if od not in ref.terminal:
+                ref.terminal.add(od)
+                self._copy_reported(ref, state)
+
+    def _copy_reported(self, f: Fanout, state: int) -> None:
+        """A copy gave a terminal outcome without settling (consumer in settle
+        mode "second").  Once every unsettled copy has, the producer is told
+        the folded outcome so it can settle (reference 6.2)."""
+        f.outcome = fold_multicast(f.outcome, state)
+        f.reported += 1
+        self._maybe_report(f)
+
+    def _maybe_report(self, f: Fanout) -> None:
+        d = f.in_delivery
+        if d is not None and f.reported and f.reported == f.pending and f.outcome is not None:
+            pn_delivery_update(d, f.outcome)
+            self.dirty.add(f.in_link.conn.handle)
+
+    def _copy_done(self, f: Fanout, _od: Any, state: int | None) -> None:
+        """One multicast copy settled, with ``state`` unless already reported."""
+        if state is not None:
+            f.outcome = fold_multicast(f.outcome, state)
+        else:
+            f.reported -= 1
+        f.pending -= 1
+        if f.pending > 0:
+            self._maybe_report(f)
+            return
+        d = f.in_delivery
+        if d is None:
+            return
+        il = f.in_link
+        f.in_delivery = None
+        il.unsettled.pop(d, None)
+        outcome = f.outcome if f.outcome is not None else RELEASED
+        self._finish(d, il, outcome)
+
+    def _producer_settled(self, d: Any, il: InLink) -> None:
+        """The producer settled first: pass the settlement on (reference 6.1, 6.2)."""
+        ref = il.unsettled.pop(d, None)
+        if ref is not None:
+            state = pn_delivery_remote_state(d)
+            ref.in_delivery = None
+            if type(ref) is Transfer:
+                if ref.target is not None:
+                    ref.target.outstanding -= 1
+                    ref.target = None
+                od = ref.out_delivery
+                if od is not None and ref.out_link is not None:
+                    ref.out_link.unsettled.pop(od, None)
+                    if state:
+                        pn_delivery_update(od, state)
+                    pn_delivery_settle(od)
+                    self.dirty.add(ref.out_link.conn.handle)
+            else:
+                assert isinstance(ref, Fanout)
+                for od, ol in ref.copies.items():
+                    ol.unsettled.pop(od, None)
+                    if state:
+                        pn_delivery_update(od, state)
+                    pn_delivery_settle(od)
+                    self.dirty.add(ol.conn.handle)
+                ref.copies.clear()
+        pn_delivery_settle(d)
+        self.dirty.add(il.conn.handle)
+        self.credit_dirty.add(il)
+
+    # -- links going away ----------------------------------------------------------
+
+    def lose_outgoing(self, ol: OutLink) -> None:
+        """A consumer went away: every copy still routed to it ends (reference 6.4)."""
+        queue, unsettled = ol.queue, ol.unsettled
+        ol.queue = deque()
+        ol.unsettled = {}
+        for _data, ref in queue:
+            if ref is not None:
+                self._copy_lost(ref, None, RELEASED)
+        for od, ref in unsettled.items():
+            self._copy_lost(ref, od, MODIFIED)
+            pn_delivery_settle(od)
+
+    def _copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
+        if type(ref) is Transfer:
+            if ref.target is not None:
+                ref.target.outstanding -= 1
+                ref.target = None
+            d = ref.in_delivery
+            if d is not None:
+                ref.in_delivery = None
+                ref.in_link.unsettled.pop(d, None)
+                self._finish(d, ref.in_link, state)
+            return
+        assert isinstance(ref, Fanout)
+        if od is not None:
+            ref.copies.pop(od, None)
+        if ref.terminal is not None and od in ref.terminal:
+            ref.terminal.discard(od)
+            self._copy_done(ref, od, None)
+        else:
+            self._copy_done(ref, od, state)
+
+    def lose_incoming(self, il: InLink) -> None:
+        """A producer went away (reference 6.4): anycast copies carry on unlinked;
+        multicast copies are settled MODIFIED toward their consumers."""
+        unsettled = il.unsettled
+        il.unsettled = {}
+        il.partial = None
+        for ref in unsettled.values():
+            ref.in_delivery = None
+            if type(ref) is Fanout:
+                for od, ol in ref.copies.items():
+                    ol.unsettled.pop(od, None)
+                    lib.pn_disposition_set_failed(pn_delivery_local(od), True)
+                    pn_delivery_update(od, MODIFIED)
+                    pn_delivery_settle(od)
+                    self.dirty.add(ol.conn.handle)
+                ref.copies.clear()
+        self.credit_dirty.discard(il)
+
+    # -- credit ---------------------------------------------------------------------
+
+    def block(self, il: InLink) -> None:
+        """The sender's address lost its last destination: drain its credit."""
+        lib.pn_link_drain(il.handle, 0)
+        self.dirty.add(il.conn.handle)
+
+    def unblock(self, il: InLink) -> None:
+        """The sender's address has a destination again."""
+        pn_link_set_drain(il.handle, False)
+        self.credit_dirty.add(il)
