@@ -1,0 +1,494 @@
+"""Networks of interior routers: multi-hop delivery, router annotations,
+distribution across routers, settlement across hops, rerouting when a router
+dies or joins, and credit driven by remote consumers (reference 5.2, 5.4,
+5.7, 6, 9)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from proton import Condition, Delivery, Message, symbol
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
+
+from tests.system.clients import connect, pump, wait_all
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop, start
+from tests.system.network import Network, start_network
+
+LINE = {"A": [], "B": ["A"], "C": ["B"]}
+PAIR = {"A": [], "B": ["A"]}
+APP_ANNOTATIONS = {symbol("x-opt-app"): "keep"}
+
+
+def address_conf(prefix: str, distribution: str) -> str:
+    return f"address {{\n    prefix: {prefix}\n    distribution: {distribution}\n}}\n"
+
+
+@pytest.fixture
+def killable(tmp_path: Path) -> Iterator[StartRouter]:
+    """Like ``start_router``, but a router the test SIGKILLed may exit -9."""
+    started: list[Hop] = []
+
+    def _start(conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
+        hop = start(tmp_path, conf_text, name, listeners)
+        started.append(hop)
+        return hop
+
+    yield _start
+    failures = []
+    for hop in started:
+        status = hop.stop()
+        if status not in (0, -signal.SIGKILL):
+            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
+    if failures:
+        pytest.fail("\n".join(failures))
+
+
+def ready_sender(conns: list[BlockingConnection], conn: BlockingConnection,
+                 address: str | None) -> BlockingSender:
+    """A sender on ``conn``, once the router has given it credit."""
+    sender = conn.create_sender(address)
+    wait_all(conns, lambda: sender.link.credit > 0, what=f"credit on {address}")
+    return sender
+
+
+def settle_all(conns: list[BlockingConnection], deliveries: list[Delivery],
+               timeout: float = 15.0) -> list[int]:
+    """Wait until every delivery is settled by the router; their outcomes."""
+    def done() -> bool:
+        return all(d.settled for d in deliveries)
+
+    try:
+        wait_all(conns, done, timeout, "settlement")
+    except AssertionError:
+        open_ = [i for i, d in enumerate(deliveries) if not d.settled]
+        raise AssertionError(f"{len(open_)} of {len(deliveries)} deliveries never settled "
+                             f"(indexes {open_[:20]}...)") from None
+    return [int(d.remote_state) for d in deliveries]
+
+
+def take(receiver: BlockingReceiver, accept: bool = True) -> Message:
+    """Pop a message the fetcher already holds; optionally accept it."""
+    message: Message = receiver.fetcher.pop()
+    if accept:
+        receiver.fetcher.settle(Delivery.ACCEPTED)
+    return message
+
+
+def collect(receivers: Mapping[str, BlockingReceiver],
+            into: dict[str, list[Any]]) -> None:
+    """Accept whatever the receivers hold, appending bodies to ``into``."""
+    for name, receiver in receivers.items():
+        while receiver.fetcher.has_message:
+            into[name].append(take(receiver).body)
+
+
+def collect_until(conns: list[BlockingConnection], receivers: Mapping[str, BlockingReceiver],
+                  into: dict[str, list[Any]], condition: Callable[[], bool],
+                  timeout: float = 10.0, what: str = "condition") -> None:
+    """Pump the clients, accepting and collecting, until ``condition()`` holds."""
+    def step() -> bool:
+        collect(receivers, into)
+        return condition()
+
+    wait_all(conns, step, timeout, what)
+
+
+def collect_for(conns: list[BlockingConnection], receivers: Mapping[str, BlockingReceiver],
+                into: dict[str, list[Any]], seconds: float) -> None:
+    """Pump the clients for ``seconds``, accepting and collecting."""
+    deadline = time.monotonic() + seconds
+    collect_until(conns, receivers, into, lambda: time.monotonic() > deadline, seconds + 5)
+
+
+def route_of(message: Message) -> tuple[Any, Any]:
+    annotations = message.annotations or {}
+    return annotations.get("x-opt-qd.ingress"), annotations.get("x-opt-qd.trace")
+
+
+# 1 ---------------------------------------------------------------------------
+
+def test_line_of_three_delivers_in_order_and_traces_the_path(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, LINE, unstripped=["C"])
+    producer = connect(net.url("A"))
+    consumer = connect(net.url("C"))
+    raw_consumer = connect(net.unstripped_url("C"))
+    conns = [producer, consumer, raw_consumer]
+    receiver = consumer.create_receiver("line.q", credit=30)
+    sender = ready_sender(conns, producer, "line.q")
+    deliveries = [sender.link.send(Message(body=i, annotations=dict(APP_ANNOTATIONS)))
+                  for i in range(20)]
+    wait_all(conns, lambda: receiver.fetcher.has_message == 20, what="20 messages on C")
+    messages = [take(receiver) for _ in range(20)]
+    assert [m.body for m in messages] == list(range(20))
+    assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * 20
+    for message in messages:
+        assert message.annotations == APP_ANNOTATIONS, "router annotations not stripped"
+
+    raw = raw_consumer.create_receiver("line.raw", credit=5)
+    raw_sender = ready_sender(conns, producer, "line.raw")
+    delivery = raw_sender.link.send(Message(body="raw", annotations=dict(APP_ANNOTATIONS)))
+    wait_all(conns, lambda: raw.fetcher.has_message == 1, what="message on unstripped listener")
+    message = take(raw)
+    assert message.body == "raw"
+    assert message.annotations["x-opt-app"] == "keep"
+    assert route_of(message) == ("0/A", ["0/A", "0/B", "0/C"])
+    assert settle_all(conns, [delivery]) == [Delivery.ACCEPTED]
+    for conn in conns:
+        conn.close()
+
+
+# 2 ---------------------------------------------------------------------------
+
+def test_request_reply_across_the_line(start_router: StartRouter) -> None:
+    net = start_network(start_router, LINE)
+    client = connect(net.url("A"))
+    service = connect(net.url("C"))
+    conns = [client, service]
+    replies = client.create_receiver(None, dynamic=True, credit=10)
+    reply_to = replies.link.remote_source.address
+    assert reply_to.startswith("amqp:/_topo/0/A/temp")
+    requests = service.create_receiver("svc", credit=10)
+    responder = ready_sender(conns, service, None)
+    request_sender = ready_sender(conns, client, "svc")
+    request = request_sender.link.send(
+        Message(body="ping", reply_to=reply_to, correlation_id=7))
+    wait_all(conns, lambda: requests.fetcher.has_message == 1, what="request on C")
+    incoming = take(requests)
+    assert (incoming.body, incoming.reply_to) == ("ping", reply_to)
+    answer = responder.link.send(Message(address=incoming.reply_to, body="pong",
+                                         correlation_id=incoming.correlation_id))
+    wait_all(conns, lambda: replies.fetcher.has_message == 1, what="reply on A")
+    reply = take(replies)
+    assert (reply.body, reply.correlation_id) == ("pong", 7)
+    assert settle_all(conns, [request, answer]) == [Delivery.ACCEPTED] * 2
+    client.close()
+    service.close()
+
+
+# 3 ---------------------------------------------------------------------------
+
+def test_balanced_sends_to_the_remote_consumer_when_local_one_is_loaded(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, PAIR, extra=address_conf("bal", "balanced"))
+    producer = connect(net.url("A"))
+    local_conn = connect(net.url("A"))
+    remote_conn = connect(net.url("B"))
+    conns = [producer, local_conn, remote_conn]
+    remote = remote_conn.create_receiver("bal.q", credit=30)
+    sender = ready_sender(conns, producer, "bal.q")  # A has learnt B's consumer
+    local = local_conn.create_receiver("bal.q", credit=30)
+    held: list[int] = []
+    at_b: list[int] = []
+    deliveries = []
+    for i in range(20):
+        deliveries.append(sender.link.send(Message(body=i)))
+        wait_all(conns, lambda: local.fetcher.has_message + remote.fetcher.has_message > 0,
+                 what=f"message {i} at a consumer")
+        if local.fetcher.has_message:
+            held.append(take(local, accept=False).body)  # stays unsettled: A's load grows
+        else:
+            at_b.append(take(remote).body)
+            assert settle_all(conns, deliveries[-1:]) == [Delivery.ACCEPTED]
+    # Reference 5.4: local load 0 wins; at load 1 it ties with B's load (0
+    # outstanding + cost 1) and the local candidate is kept; at load 2 B wins,
+    # and as B accepts at once its load stays 1 for every later message.
+    assert held == [0, 1], f"A's consumer got {held}, B's got {at_b}"
+    assert at_b == list(range(2, 20))
+    for _ in held:
+        local.fetcher.settle(Delivery.ACCEPTED)
+    assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * 20
+    pump(producer, 0.3)
+    assert local.fetcher.has_message == remote.fetcher.has_message == 0
+    for conn in conns:
+        conn.close()
+
+
+# 4 ---------------------------------------------------------------------------
+
+def test_closest_prefers_the_local_consumer_then_fails_over(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, PAIR, extra=address_conf("closest", "closest"))
+    producer = connect(net.url("A"))
+    local_conn = connect(net.url("A"))
+    remote_conn = connect(net.url("B"))
+    conns = [producer, local_conn, remote_conn]
+    remote = remote_conn.create_receiver("closest.q", credit=30)
+    sender = ready_sender(conns, producer, "closest.q")  # A has learnt B's consumer
+    local = local_conn.create_receiver("closest.q", credit=30)
+    first = [sender.link.send(Message(body=i)) for i in range(10)]
+    got: dict[str, list[Any]] = {"A": [], "B": []}
+    receivers = {"A": local, "B": remote}
+    collect_until(conns, receivers, got, lambda: len(got["A"] + got["B"]) >= 10,
+                  what="first 10 messages")
+    assert settle_all(conns, first) == [Delivery.ACCEPTED] * 10
+    collect(receivers, got)
+    assert got == {"A": list(range(10)), "B": []}
+
+    local.close()
+    second = [sender.link.send(Message(body=i)) for i in range(10, 20)]
+    collect_until(conns, receivers, got, lambda: len(got["B"]) >= 10,
+                  what="10 messages at B after A's consumer left")
+    assert got == {"A": list(range(10)), "B": list(range(10, 20))}
+    assert settle_all(conns, second) == [Delivery.ACCEPTED] * 10
+    for conn in conns:
+        conn.close()
+
+
+# 5 ---------------------------------------------------------------------------
+
+def test_multicast_on_a_triangle_delivers_exactly_one_copy_each(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, {"A": [], "B": ["A"], "C": ["A", "B"]},
+                        extra=address_conf("mc", "multicast"))
+    producer = connect(net.url("A"))
+    consumers = {r: connect(net.url(r)) for r in "ABC"}
+    conns = [producer, *consumers.values()]
+    receivers = {r: c.create_receiver("mc.t", credit=50) for r, c in consumers.items()}
+    sender = ready_sender(conns, producer, "mc.t")
+    got: dict[str, list[Any]] = {r: [] for r in "ABC"}
+
+    # A learns each remote consumer by mobile-address sync; probe until every
+    # consumer has seen a copy, then let the probes settle and forget them.
+    probes: list[Delivery] = []
+    deadline = time.monotonic() + 15
+    while not all(any(isinstance(b, str) for b in bodies) for bodies in got.values()):
+        assert time.monotonic() < deadline, f"probes did not reach every consumer: {got}"
+        probes.append(sender.link.send(Message(body=f"probe {len(probes)}")))
+        collect_for(conns, receivers, got, 0.3)
+    collect_until(conns, receivers, got, lambda: all(p.settled for p in probes),
+                  what="probes settled")
+    collect_for(conns, receivers, got, 1.0)  # a mobile-sync tick: B and C know each other too
+    got = {r: [] for r in "ABC"}
+
+    deliveries = [sender.link.send(Message(body=i)) for i in range(20)]
+    collect_until(conns, receivers, got, lambda: all(len(b) >= 20 for b in got.values()),
+                  what="20 copies at each consumer")
+    assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * 20
+    collect_for(conns, receivers, got, 1.0)
+    assert got == {r: list(range(20)) for r in "ABC"}
+    for conn in conns:
+        conn.close()
+
+
+# 6 ---------------------------------------------------------------------------
+
+def test_consumer_outcomes_cross_two_hops(start_router: StartRouter) -> None:
+    net = start_network(start_router, LINE)
+    producer = connect(net.url("A"))
+    consumer = connect(net.url("C"))
+    conns = [producer, consumer]
+    receiver = consumer.create_receiver("outcome.q", credit=10)
+    sender = ready_sender(conns, producer, "outcome.q")
+    deliveries = [sender.link.send(Message(body=i)) for i in range(4)]
+    wait_all(conns, lambda: receiver.fetcher.has_message == 4, what="4 messages on C")
+    for _ in range(4):
+        take(receiver, accept=False)
+    rejected, _, modified, _ = list(receiver.fetcher.unsettled)
+    rejected.local.condition = Condition("app:bad-order", "order 7 is invalid", {"code": 7})
+    modified.local.failed = True
+    modified.local.undeliverable = True
+    modified.local.annotations = {symbol("retry-after"): 5}
+    for state in (Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED, Delivery.ACCEPTED):
+        receiver.fetcher.settle(state)  # settles the oldest held delivery
+    assert settle_all(conns, deliveries) == [Delivery.REJECTED, Delivery.RELEASED,
+                                             Delivery.MODIFIED, Delivery.ACCEPTED]
+    condition = deliveries[0].remote.condition
+    assert condition is not None
+    assert (condition.name, condition.description) == ("app:bad-order", "order 7 is invalid")
+    assert condition.info == {"code": 7}
+    assert deliveries[2].remote.failed is True
+    assert deliveries[2].remote.undeliverable is True
+    assert deliveries[2].remote.annotations == {"retry-after": 5}
+    producer.close()
+    consumer.close()
+
+
+# 7 ---------------------------------------------------------------------------
+
+class Stream:
+    """A producer sending numbered messages at a steady rate while a consumer
+    accepts everything; records when each message was sent and received."""
+
+    def __init__(self, sender: BlockingSender, receiver: BlockingReceiver,
+                 conns: list[BlockingConnection], interval: float = 0.02) -> None:
+        self.sender = sender
+        self.receiver = receiver
+        self.conns = conns
+        self.interval = interval
+        self.deliveries: list[Delivery] = []
+        self.sent_at: list[float] = []
+        self.received: list[int] = []
+        self.received_at: list[float] = []
+        self.next_send = time.monotonic()
+        self.sending = True
+        self.drained_at: list[float] = []
+
+    def step(self) -> None:
+        for conn in self.conns:
+            conn.container.timeout = 0.005
+            conn.container.process()
+        now = time.monotonic()
+        link = self.sender.link
+        if link.drain_mode and link.credit > 0:
+            self.drained_at.append(now)
+            link.drained()  # the router withdrew credit: nothing to send
+        if self.sending and now >= self.next_send and link.credit > 0 and not link.drain_mode:
+            self.deliveries.append(link.send(Message(body=len(self.deliveries))))
+            self.sent_at.append(now)
+            self.next_send = now + self.interval
+        while self.receiver.fetcher.has_message:
+            self.received.append(take(self.receiver).body)
+            self.received_at.append(time.monotonic())
+
+    def run_until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: sent "
+                                     f"{len(self.deliveries)}, received {len(self.received)}")
+            self.step()
+
+
+def test_router_killed_mid_stream_traffic_resumes_via_the_other_path(
+        start_router: StartRouter, killable: StartRouter,
+        record_property: Callable[[str, object], None]) -> None:
+    # A-B-C-D-A; A-D and D-C cost 5, so A reaches C via B (cost 2), else via D (10).
+    net = start_network(start_router, {"A": [], "B": ["A"], "C": ["B"], "D": ["A", "C"]},
+                        costs={("D", "A"): 5, ("D", "C"): 5}, starters={"B": killable})
+    net.wait_route("A", "C", "B", 2)
+    producer = connect(net.url("A"))
+    consumer = connect(net.url("C"))
+    conns = [producer, consumer]
+    receiver = consumer.create_receiver("sq.q", credit=100)
+    sender = ready_sender(conns, producer, "sq.q")
+    stream = Stream(sender, receiver, conns)
+    stream.run_until(lambda: len(stream.received) >= 40, 15, "40 messages before the kill")
+
+    net.kill("B")
+    killed_at = time.monotonic()
+    first_after = len(stream.deliveries)  # first message sent after the kill
+
+    def resumed() -> bool:
+        return sum(1 for b in stream.received if b >= first_after) >= 40
+
+    stream.run_until(resumed, 30, "40 messages sent after the kill to arrive via D")
+    stream.sending = False
+    stream.run_until(lambda: all(d.settled for d in stream.deliveries), 15,
+                     "every delivery to be settled")
+
+    states = [int(d.remote_state) for d in stream.deliveries]
+    assert set(states) <= {Delivery.ACCEPTED, Delivery.RELEASED, Delivery.MODIFIED}, states
+    assert len(stream.received) == len(set(stream.received)), "a message arrived twice"
+    accepted = {i for i, s in enumerate(states) if s == Delivery.ACCEPTED}
+    assert accepted <= set(stream.received), "accepted but never received"
+    assert all(states[b] == Delivery.ACCEPTED for b in stream.received if b >= first_after)
+
+    first_rx = next(t for b, t in zip(stream.received, stream.received_at, strict=True)
+                    if b >= first_after)
+    resumed_send = next(stream.sent_at[i] for i in range(first_after, len(states))
+                        if states[i] == Delivery.ACCEPTED)
+    timings = {
+        "kill_to_first_new_message_received_s": round(first_rx - killed_at, 3),
+        "kill_to_first_accepted_send_s": round(resumed_send - killed_at, 3),
+        "sender_drained_times": sum(1 for t in stream.drained_at if t >= killed_at),
+        "deliveries_sent": len(states),
+        "deliveries_modified": states.count(Delivery.MODIFIED),
+        "deliveries_released": states.count(Delivery.RELEASED),
+    }
+    for key, value in timings.items():
+        record_property(key, value)
+    print(f"\nsquare, SIGKILL of B mid-stream: {timings}")
+    net.wait_route("A", "C", "D", 10)
+    producer.close()
+    consumer.close()
+
+
+# 8 ---------------------------------------------------------------------------
+
+def test_late_router_shortens_the_path_and_traffic_follows(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, LINE, costs={("B", "A"): 5, ("C", "B"): 5},
+                        unstripped=["C"])
+    net.wait_route("A", "C", "B", 10)
+    producer = connect(net.url("A"))
+    consumer = connect(net.unstripped_url("C"))
+    conns = [producer, consumer]
+    receiver = consumer.create_receiver("reroute.q", credit=20)
+    sender = ready_sender(conns, producer, "reroute.q")
+
+    def send_batch(first: int) -> list[Message]:
+        deliveries = [sender.link.send(Message(body=i)) for i in range(first, first + 5)]
+        wait_all(conns, lambda: receiver.fetcher.has_message == 5, what="5 messages on C")
+        messages = [take(receiver) for _ in range(5)]
+        assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * 5
+        return messages
+
+    before = send_batch(0)
+    assert [m.body for m in before] == list(range(5))
+    assert {tuple(route_of(m)[1]) for m in before} == {("0/A", "0/B", "0/C")}
+
+    net.add_router("D", ["A", "C"])
+    net.wait_converged()
+    net.wait_route("A", "C", "D", 2)
+    # A switches to D as soon as its routes say so; D learns C's addresses a
+    # tick or two later (MAR/MAU, reference 9.6) and releases transit
+    # deliveries until then. Wait for the first message to get through.
+    deadline = time.monotonic() + 10
+    while True:
+        probe = sender.link.send(Message(body="probe"))
+        wait_all(conns, lambda p=probe: p.settled or receiver.fetcher.has_message > 0,
+                 what="the probe to arrive or be released")
+        if receiver.fetcher.has_message:
+            break
+        assert probe.remote_state == Delivery.RELEASED
+        assert time.monotonic() < deadline, "nothing reached C via D"
+        pump(producer, 0.1)
+    assert route_of(take(receiver))[1] == ["0/A", "0/D", "0/C"]
+    assert settle_all(conns, [probe]) == [Delivery.ACCEPTED]
+    after = send_batch(5)
+    assert [m.body for m in after] == list(range(5, 10))
+    assert {tuple(route_of(m)[1]) for m in after} == {("0/A", "0/D", "0/C")}
+    producer.close()
+    consumer.close()
+
+
+# 9 ---------------------------------------------------------------------------
+
+def test_sender_credit_follows_a_consumer_on_another_router(
+        start_router: StartRouter) -> None:
+    net: Network = start_network(start_router, PAIR)
+    producer = connect(net.url("A"))
+    consumer = connect(net.url("B"))
+    conns = [producer, consumer]
+    sender = producer.create_sender("credit.q")
+    pump(producer, 1.5)
+    assert sender.link.credit == 0, "credit without a consumer anywhere"
+
+    receiver = consumer.create_receiver("credit.q", credit=10)
+    wait_all(conns, lambda: sender.link.credit > 0, what="credit after remote consumer")
+    assert not sender.link.drain_mode
+
+    receiver.close()
+    left_at = time.monotonic()
+    wait_all(conns, lambda: sender.link.drain_mode, timeout=8,
+             what="drain after the remote consumer left")
+    print(f"\ncredit drained {time.monotonic() - left_at:.2f}s after the consumer left")
+    sender.link.drained()
+    wait_all(conns, lambda: sender.link.credit == 0, what="credit drained")
+
+    again = consumer.create_receiver("credit.q", credit=10, name="again")
+    wait_all(conns, lambda: sender.link.credit > 0 and not sender.link.drain_mode,
+             what="credit back after a consumer returned")
+    delivery = sender.link.send(Message(body="after"))
+    wait_all(conns, lambda: again.fetcher.has_message == 1, what="message at the new consumer")
+    assert take(again).body == "after"
+    assert settle_all(conns, [delivery]) == [Delivery.ACCEPTED]
+    producer.close()
+    consumer.close()
