@@ -279,10 +279,12 @@ class Forwarder(RemoteForwarding):
 
     # -- sending ---------------------------------------------------------------
 
-    def send(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None) -> None:
-        """Send one copy on ``ol`` now if it has credit, else queue it."""
+    def send(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None,
+             keys: bool = True) -> None:
+        """Send one copy on ``ol`` now if it has credit, else queue it
+        (``keys`` as for ``_transmit``)."""
         if ol.credit > 0 and not ol.queue:
-            self._transmit(ol, data, ref)
+            self._transmit(ol, data, ref, keys)
             return
         if ref is None and len(ol.queue) >= ol.capacity:
             self._drop_queued_presettled(ol)

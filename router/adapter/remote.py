@@ -33,6 +33,7 @@ from router.core import (
     Transfer,
     UnblockSender,
     scan,
+    strip_router_annotations,
 )
 from router.core.records import DEFAULT_PRIORITY
 from router.core.settlement import REJECTED
@@ -57,8 +58,21 @@ class RemoteForwarding(Settling):
     clock: Callable[[], float]
     _encoder: AnnotationEncoder
 
-    def send(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None) -> None:
+    def send(self, ol: OutLink, data: bytes, ref: Transfer | Fanout | None,
+             keys: bool = True) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _local_copy(ol: OutLink, data: bytes, info: MessageInfo,
+                    ann: RouterAnnotations | None) -> tuple[bytes, bool]:
+        """The bytes for a local consumer of a message that may carry router
+        annotations: stripped here from the scan already made, so that the
+        send does not scan the message again; ``False`` says no keys remain."""
+        if ann is None:
+            return data, False
+        if ol.conn.strip_out:
+            return strip_router_annotations(data, info), False
+        return data, True
 
     def _control(self, il: InLink, data: bytes) -> None:
         """A message on a router-control link: the routing protocol's."""
@@ -133,17 +147,18 @@ class RemoteForwarding(Settling):
                 return
             annotated = self._encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
                 else data
-            copies = [(ol, data) for ol in consumers] + [(ol, annotated) for ol in hops.values()]
+            copies = [(ol, *self._local_copy(ol, data, info, ann)) for ol in consumers]
+            copies += [(ol, annotated, False) for ol in hops.values()]
             if d is None:
                 self.credit_dirty.add(il)
-                for ol, payload in copies:
-                    self.send(ol, payload, None)
+                for ol, payload, keys in copies:
+                    self.send(ol, payload, None, keys)
                 return
             f = Fanout(d, il)
             f.pending = len(copies)
             il.unsettled[d] = f
-            for ol, payload in copies:
-                self.send(ol, payload, f)
+            for ol, payload, keys in copies:
+                self.send(ol, payload, f, keys)
             return
         chosen: OutLink | RemoteTarget | None
         if dist is _CLOSEST:
@@ -172,7 +187,8 @@ class RemoteForwarding(Settling):
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):
-            self.send(chosen, data, ref)
+            payload, keys = self._local_copy(chosen, data, info, ann)
+            self.send(chosen, payload, ref, keys)
             return
         out = chosen.link.data_link(priority)
         if out is None:
