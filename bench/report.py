@@ -126,10 +126,10 @@ def plot(path: Path, summary: dict[str, Record]) -> None:
         for i, p in enumerate(("p50", "p99", "p999")):
             ax.bar([x + i * width for x in range(len(lats))], [lat[p] for _, lat in lats],
                    width, label=p)
-        ax.set_xticks([x + width for x in range(len(lats))], [n for n, _ in lats])
+        ax.set_xticks([x + width for x in range(len(lats))], [n for n, _ in lats], rotation=15)
         ax.legend()
     ax.set_ylabel("microseconds")
-    ax.set_title("Latency through one router")
+    ax.set_title("Latency at a fixed rate")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
