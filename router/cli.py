@@ -16,6 +16,7 @@ import string
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -52,51 +53,42 @@ def _report(error: conf.ConfError) -> None:
     click.echo(f"hopd: configuration rejected ({n} error{'s' if n != 1 else ''})", err=True)
 
 
-def _listener_settings(section: conf.ListenerSection) -> ListenerSettings:
+def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
+                         ) -> dict[str, Any]:
+    """What listeners and connectors configure alike; inter-router and edge
+    connections never strip annotations (reference 5.7)."""
     strip = section.strip_annotations.value
     role = Role(section.role.value)
     if role in (Role.INTER_ROUTER, Role.EDGE):
         strip = "no"
+    return {
+        "name": section.name,
+        "port": conf.port_number(section.port),
+        "role": role,
+        "cost": section.cost,
+        "sasl_mechanisms": section.sasl_mechanisms or "ANONYMOUS",
+        "idle_timeout_s": section.idle_timeout_seconds,
+        "max_frame_size": section.max_frame_size,
+        "max_sessions": section.max_sessions,
+        "max_session_frames": section.max_session_frames,
+        "link_capacity": section.link_capacity or 250,
+        "strip_in": strip in ("in", "both"),
+        "strip_out": strip in ("out", "both"),
+    }
+
+
+def _listener_settings(section: conf.ListenerSection) -> ListenerSettings:
     return ListenerSettings(
-        name=section.name,
         host=section.host or "0.0.0.0",
-        port=conf.port_number(section.port),
-        role=role,
-        cost=section.cost,
-        sasl_mechanisms=section.sasl_mechanisms or "ANONYMOUS",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
-        idle_timeout_s=section.idle_timeout_seconds,
         initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
-        max_frame_size=section.max_frame_size,
-        max_sessions=section.max_sessions,
-        max_session_frames=section.max_session_frames,
-        link_capacity=section.link_capacity or 250,
-        strip_in=strip in ("in", "both"),
-        strip_out=strip in ("out", "both"),
+        **_connection_settings(section),
     )
 
 
 def _connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
-    strip = section.strip_annotations.value
-    role = Role(section.role.value)
-    if role in (Role.INTER_ROUTER, Role.EDGE):
-        strip = "no"
-    return ConnectorSettings(
-        name=section.name,
-        host=section.host,
-        port=conf.port_number(section.port),
-        role=role,
-        cost=section.cost,
-        sasl_mechanisms=section.sasl_mechanisms or "ANONYMOUS",
-        idle_timeout_s=section.idle_timeout_seconds,
-        max_frame_size=section.max_frame_size,
-        max_sessions=section.max_sessions,
-        max_session_frames=section.max_session_frames,
-        link_capacity=section.link_capacity or 250,
-        strip_in=strip in ("in", "both"),
-        strip_out=strip in ("out", "both"),
-    )
+    return ConnectorSettings(host=section.host, **_connection_settings(section))
 
 
 def _configure_logging(cfg: conf.RouterConf) -> None:

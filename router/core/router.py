@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from addressing import AddressClass, AddressTable, Distribution, classify
+from addressing import AddressClass, AddressTable, Distribution, RoutingKey, classify
 from router.core.effects import (
     AttachRefused,
     BlockSender,
@@ -143,6 +143,17 @@ class Router:
             log.debug("address record %s created", record)
         return record
 
+    def _bind(self, key: RoutingKey, address: str, distribution: Distribution,
+              priority: int | None) -> AddressRecord | None:
+        """The record a link to ``address`` binds to: mobile addresses take
+        their treatment, local ones (dynamic, ``_local/``) are balanced, and
+        other classes cannot be bound (reference 4.4)."""
+        if key.cls is AddressClass.MOBILE:
+            return self._record(key.key, address, distribution, priority)
+        if key.cls is AddressClass.LOCAL:
+            return self._record(key.key, address, Distribution.BALANCED, priority)
+        return None
+
     def incoming_link_attached(
         self,
         conn: Connection,
@@ -171,11 +182,8 @@ class Router:
         if distribution is Distribution.UNAVAILABLE:
             return NOT_FOUND
         key = classify(address, router_id=self.router_id, phase=ingress)
-        if key.cls is AddressClass.MOBILE:
-            record = self._record(key.key, address, distribution, priority)
-        elif key.cls is AddressClass.LOCAL:
-            record = self._record(key.key, address, Distribution.BALANCED, priority)
-        else:
+        record = self._bind(key, address, distribution, priority)
+        if record is None:
             return NO_ROUTE
         link = InLink(self._link_id(), conn, name=name, address=address, record=record,
                       phase=ingress, handle=handle)
@@ -207,11 +215,8 @@ class Router:
         if distribution is Distribution.UNAVAILABLE and not dynamic:
             return NOT_FOUND, []
         key = classify(address, router_id=self.router_id, phase=egress)
-        if key.cls is AddressClass.MOBILE:
-            record = self._record(key.key, address, distribution, priority)
-        elif key.cls is AddressClass.LOCAL:
-            record = self._record(key.key, address, Distribution.BALANCED, priority)
-        else:
+        record = self._bind(key, address, distribution, priority)
+        if record is None:
             return NO_ROUTE, []
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record,
                        presettle=presettle, handle=handle)
