@@ -12,18 +12,20 @@ found.  It must not read files or know the syntax a section came from.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import attrs
 
-from addressing import AddressError
-from autolink import AutoLinkError
+from addressing import AddressError, AddressSpec
+from autolink import AutoLinkError, AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection, Role
 from conf.diagnostics import DiagnosticSink, Position
-from conf.document import RawSection
+from conf.document import Node, RawAttribute, RawSection
 from conf.entities import ENTITY_TYPES, ENTITY_TYPES_BY_NAME, EntityType
 from conf.fields import Section, schema_fields
 from conf.logs import LogSection
@@ -45,7 +47,7 @@ from conf.sections import (
     VhostSection,
 )
 from conf.types import ValueTypeError
-from linkroute import LinkRouteError
+from linkroute import LinkRouteError, LinkRouteSpec
 
 __all__ = ["build_conf"]
 
@@ -58,87 +60,130 @@ _UNSUPPORTED_SECTIONS = {
 
 @attrs.frozen(kw_only=True)
 class _Typed:
-    """A typed section with the positions of its header and of each attribute's key."""
+    """A typed section with the position of its header and its attributes by conf name."""
 
     section: Section
     pos: Position
-    key_pos: dict[str, Position]
+    attributes: dict[str, RawAttribute]
 
     def at(self, conf_name: str) -> Position:
-        return self.key_pos.get(conf_name, self.pos)
+        attribute = self.attributes.get(conf_name)
+        return self.pos if attribute is None else attribute.key_position
+
+
+@attrs.frozen(kw_only=True)
+class _Field:
+    """What typing one attribute needs."""
+
+    conf_name: str
+    #: The name of the section class's field.
+    name: str
+    convert: Callable[[Node], object]
+
+
+@attrs.frozen(kw_only=True)
+class _Schema:
+    """The attributes of one section class as lookup tables, built once at import.
+
+    A large file has thousands of sections: this spares walking the schema for each.
+    """
+
+    #: By conf name and by deprecated alias.
+    by_name: Mapping[str, _Field]
+    #: Field names by conf name.
+    names: Mapping[str, str]
+    conf_names: tuple[str, ...]
+    required: tuple[str, ...]
+
+
+def _schema_of(cls: type[Section]) -> _Schema:
+    fields = schema_fields(cls)
+    by_name: dict[str, _Field] = {}
+    for f in fields:
+        conf_name = f.schema.conf_name
+        field = _Field(conf_name=conf_name, name=f.field.name, convert=f.schema.type.convert)
+        by_name.update(dict.fromkeys((conf_name, *f.schema.aliases), field))
+    return _Schema(
+        by_name=by_name,
+        names={f.schema.conf_name: f.field.name for f in fields},
+        conf_names=tuple(f.schema.conf_name for f in fields),
+        required=tuple(f.schema.conf_name for f in fields if f.required),
+    )
+
+
+_SCHEMAS = {entity.conf_name: _schema_of(entity.cls) for entity in ENTITY_TYPES}
+
+
+# Large files write the same few names thousands of times.
+_normalised = functools.lru_cache(maxsize=1024)(camel_case)
 
 
 def _type_section(entity: EntityType, raw: RawSection, sink: DiagnosticSink) -> _Typed | None:
-    fields = schema_fields(entity.cls)
-    by_name = {f.schema.conf_name: f for f in fields}
-    by_name.update({alias: f for f in fields for alias in f.schema.aliases})
+    schema = _SCHEMAS[entity.conf_name]
+    by_name = schema.by_name
     section = entity.conf_name
     values: dict[str, object] = {}
-    written: dict[str, tuple[str, Position]] = {}
-    key_pos: dict[str, Position] = {}
+    given: dict[str, RawAttribute] = {}  # by conf name
     ok = True
     for attribute in raw.attributes:
-        key = camel_case(attribute.key)
+        key = _normalised(attribute.key)
         field = by_name.get(key)
         if field is None:
             ok = False
             if key == "identity":
                 message = f"attribute 'identity' cannot be set in section {section!r}"
             else:
-                hint = did_you_mean(key, [f.schema.conf_name for f in fields])
+                hint = did_you_mean(key, schema.conf_names)
                 message = f"unknown attribute {attribute.key!r} in section {section!r}{hint}"
-            sink.error(attribute.key_pos, message)
+            sink.error(attribute.key_position, message)
             continue
-        conf_name = field.schema.conf_name
-        previous = written.get(conf_name)
+        conf_name = field.conf_name
+        previous = given.get(conf_name)
         if previous is not None:
             ok = False
-            if previous[0] != key:
-                old, new = (key, previous[0]) if key != conf_name else (previous[0], key)
+            previous_key = _normalised(previous.key)
+            if previous_key != key:
+                old, new = (key, previous_key) if key != conf_name else (previous_key, key)
                 sink.error(
-                    attribute.key_pos,
+                    attribute.key_position,
                     f"both {old!r} and {new!r} given in section {section!r} "
                     f"({old!r} is the deprecated name of {new!r}; keep one)",
                 )
             else:
                 sink.error(
-                    attribute.key_pos,
+                    attribute.key_position,
                     f"attribute {conf_name!r} given twice in section {section!r} "
-                    f"(first at {previous[1]})",
+                    f"(first at {previous.key_position})",
                 )
             continue
-        written[conf_name] = (key, attribute.key_pos)
-        key_pos[conf_name] = attribute.key_pos
+        given[conf_name] = attribute
         if key != conf_name:
             log.warning(
                 "%s:%s: attribute %r of section %r is deprecated; use %r",
                 sink.filename,
-                attribute.key_pos,
+                attribute.key_position,
                 key,
                 section,
                 conf_name,
             )
         try:
-            values[field.field.name] = field.schema.type.convert(attribute.value)
+            values[field.name] = field.convert(attribute.value)
         except ValueTypeError as error:
             ok = False
             sink.error(
-                error.pos or attribute.value.pos,
+                attribute.at(error.pos or attribute.value.pos),
                 f"invalid value for {conf_name!r} in section {section!r}: {error.message}",
             )
     if raw.damaged:
         # The missing line may hold what the checks below would miss.
         return None
-    for field in fields:
-        if field.required and field.schema.conf_name not in written:
+    for conf_name in schema.required:
+        if conf_name not in given:
             ok = False
-            sink.error(
-                raw.pos,
-                f"missing mandatory attribute {field.schema.conf_name!r} in section {section!r}",
-            )
+            sink.error(raw.pos, f"missing mandatory attribute {conf_name!r} in section {section!r}")
     if not ok:
         return None
-    typed = _Typed(section=entity.cls(**values), pos=raw.pos, key_pos=key_pos)
+    typed = _Typed(section=entity.cls(**values), pos=raw.pos, attributes=given)
     for blamed, message in typed.section.problems():
         sink.error(typed.at(blamed) if blamed else raw.pos, f"section {section!r}: {message}")
     return typed
@@ -152,11 +197,11 @@ def _check_unique(entity: EntityType, typed: list[_Typed], sink: DiagnosticSink)
                 f"duplicate {entity.conf_name!r} section: only one is allowed "
                 f"(the first is at {typed[0].pos})",
             )
-    fields = {f.schema.conf_name: f.field.name for f in schema_fields(entity.cls)}
+    names = _SCHEMAS[entity.conf_name].names
     for conf_name in entity.unique:
-        first: dict[object, Position] = {}
+        first: dict[object, _Typed] = {}
         for item in typed:
-            value = getattr(item.section, fields[conf_name])
+            value = getattr(item.section, names[conf_name])
             if value is None:
                 continue
             if value in first:
@@ -164,10 +209,10 @@ def _check_unique(entity: EntityType, typed: list[_Typed], sink: DiagnosticSink)
                 sink.error(
                     item.at(conf_name),
                     f"duplicate {conf_name} {shown!r} in section {entity.conf_name!r} "
-                    f"(first used at {first[value]})",
+                    f"(first used at {first[value].at(conf_name)})",
                 )
             else:
-                first[value] = item.at(conf_name)
+                first[value] = item
 
 
 def _check_roles(mode: RouterMode, typed: list[_Typed], sink: DiagnosticSink) -> None:
@@ -215,7 +260,7 @@ def _check_references(
 
 def _spec_error(item: _Typed, section: str, error: Exception, sink: DiagnosticSink) -> None:
     """Blame the latest-written attribute the domain error names, else the section header."""
-    named = [item.key_pos[n] for n in re.findall(r"'(\w+)'", str(error)) if n in item.key_pos]
+    named = [item.at(n) for n in re.findall(r"'(\w+)'", str(error)) if n in item.attributes]
     sink.error(max(named) if named else item.pos, f"invalid {section!r} section: {error}")
 
 
@@ -231,20 +276,24 @@ def _sections(items: list[_Typed], cls: type[_S]) -> tuple[_S, ...]:
 
 
 _R = TypeVar("_R", AddressSection, LinkRouteSection, AutoLinkSection)
+_P = TypeVar("_P", AddressSpec, LinkRouteSpec, AutoLinkSpec)
 
 
-def _specs(items: list[_Typed], section: str, cls: type[_R], sink: DiagnosticSink) -> list[_R]:
-    """The sections whose domain spec builds; the others' errors go to ``sink``."""
+def _specs(
+    items: list[_Typed], section: str, cls: type[_R], spec_cls: type[_P], sink: DiagnosticSink
+) -> tuple[_P, ...]:
+    """The domain specs of the sections that build; the others' errors go to ``sink``."""
     good = []
     for item in items:
         assert isinstance(item.section, cls)
         try:
-            item.section.to_spec()
+            spec = item.section.to_spec()
         except (AddressError, LinkRouteError, AutoLinkError) as error:
             _spec_error(item, section, error, sink)
         else:
-            good.append(item.section)
-    return good
+            assert isinstance(spec, spec_cls)
+            good.append(spec)
+    return tuple(good)
 
 
 def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterConf | None:
@@ -255,7 +304,7 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
     """
     typed: dict[str, list[_Typed]] = defaultdict(list)
     for raw in raw_sections:
-        name = camel_case(raw.name)
+        name = _normalised(raw.name)
         entity = ENTITY_TYPES_BY_NAME.get(name)
         if entity is None:
             message = _UNSUPPORTED_SECTIONS.get(name) or (
@@ -269,7 +318,7 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
     for entity in ENTITY_TYPES:
         _check_unique(entity, typed[entity.conf_name], sink)
     routers = typed["router"]
-    if routers or not any(camel_case(raw.name) == "router" for raw in raw_sections):
+    if routers or not any(_normalised(raw.name) == "router" for raw in raw_sections):
         router = routers[0].section if routers else RouterSection()
         assert isinstance(router, RouterSection)
         _check_roles(router.mode, typed["listener"] + typed["connector"], sink)
@@ -279,9 +328,9 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
     plugins = typed["authServicePlugin"]
     _check_references(typed["listener"], "saslPlugin", plugins, "authServicePlugin", sink)
     _check_references(typed["binding"], "exchangeName", typed["exchange"], "exchange", sink)
-    addresses = _specs(typed["address"], "address", AddressSection, sink)
-    link_routes = _specs(typed["linkRoute"], "linkRoute", LinkRouteSection, sink)
-    auto_links = _specs(typed["autoLink"], "autoLink", AutoLinkSection, sink)
+    addresses = _specs(typed["address"], "address", AddressSection, AddressSpec, sink)
+    link_routes = _specs(typed["linkRoute"], "linkRoute", LinkRouteSection, LinkRouteSpec, sink)
+    auto_links = _specs(typed["autoLink"], "autoLink", AutoLinkSection, AutoLinkSpec, sink)
     if len(sink):
         return None
     routers_ = _sections(typed["router"], RouterSection)
@@ -291,9 +340,9 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         listeners=_sections(typed["listener"], ListenerSection),
         connectors=_sections(typed["connector"], ConnectorSection),
         ssl_profiles=_sections(typed["sslProfile"], SslProfileSection),
-        addresses=tuple(section.to_spec() for section in addresses),
-        link_routes=tuple(section.to_spec() for section in link_routes),
-        auto_links=tuple(section.to_spec() for section in auto_links),
+        addresses=addresses,
+        link_routes=link_routes,
+        auto_links=auto_links,
         logs=_sections(typed["log"], LogSection),
         policy=policies[0] if policies else PolicySection(),
         vhosts=_sections(typed["vhost"], VhostSection),

@@ -9,6 +9,7 @@ what names and values mean is the schema's.  It must not type values.
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import attrs
@@ -16,7 +17,7 @@ import lark
 
 from conf.diagnostics import DiagnosticSink, Position
 from conf.document import ArrayValue, Node, ObjectValue, RawAttribute, RawSection, Scalar
-from conf.grammar import SyntaxProblem, json_node, parse_line, token_pos
+from conf.grammar import SyntaxProblem, json_node, parse_line, parse_lines
 from conf.names import ONE_WORD_KEYS, camel_case
 
 __all__ = ["read_conf"]
@@ -24,6 +25,13 @@ __all__ = ["read_conf"]
 # A line whose value opens a JSON map; it may continue on the following lines.
 _JSON_START = re.compile(r"[ \t\f]*([A-Za-z0-9_.\-]+)[ \t\f]*:[ \t\f]*\{")
 _KEY = re.compile(r"[ \t\f]*([A-Za-z0-9_.\-]+)[ \t\f]*:")
+# Distinct lines from which a file's lines are parsed in batches first: a
+# batch saves lark's fixed cost per parse, but needs a parser of its own.
+_BATCH_MIN_LINES = 2000
+_BATCH_SIZE = 100
+# A batch that stops at a bad line (or a line of a multi-line map) is parsed
+# again up to that line: past this many, the other lines are parsed alone.
+_BATCH_MAX_STOPS = 10
 
 
 @attrs.frozen(kw_only=True)
@@ -94,23 +102,39 @@ def _bracket_depth(line: str) -> int:
     return depth
 
 
+def _token_pos(token: lark.Token, offset: int) -> Position:
+    assert token.line is not None and token.column is not None
+    return Position(line=token.line + offset, column=token.column)
+
+
 def _attribute(tree: lark.Tree[lark.Token], offset: int) -> RawAttribute:
     key_token = tree.children[0]
     assert isinstance(key_token, lark.Token)
-    key_pos = _shift(token_pos(key_token), offset)
+    key_pos = _token_pos(key_token, offset)
     if len(tree.children) == 1:
         value = Node(pos=key_pos, value="")
     else:
         item = tree.children[1]
         if isinstance(item, lark.Token) and item.type in ("VALUE", "HASH_VALUE"):
-            value = Node(pos=_shift(token_pos(item), offset), value=str(item).rstrip())
+            value = Node(pos=_token_pos(item, offset), value=str(item).rstrip())
         else:
-            value = _shift_node(json_node(item), offset)
+            value = json_node(item)
+            if offset:
+                value = _shift_node(value, offset)
     return RawAttribute(key=str(key_token), key_pos=key_pos, value=value)
 
 
 class _Reader:
-    """Walks the physical lines once, keeping the section being filled."""
+    """Walks the physical lines once, keeping the section being filled.
+
+    Large files repeat most lines ("}", "address {", "direction: in"), and a
+    lark parse costs far more than moving an item to another line, so each
+    distinct logical line is parsed once (``parsed``) into an item placed on
+    line 1; the attributes of the document share its nodes and say where they
+    are with ``line_offset``.  The distinct lines of a large file are parsed
+    in batches first; a line that a batch refuses is left to be parsed alone
+    when reached, which reports its errors.
+    """
 
     def __init__(self, text: str, sink: DiagnosticSink) -> None:
         self.lines = [line.removesuffix("\r") for line in text.split("\n")]
@@ -118,17 +142,25 @@ class _Reader:
         self.index = 0
         self.current: _OpenSection | None = None
         self.sections: list[RawSection] = []
+        self.parsed: dict[str, _LineItem] = {}
 
     def read(self) -> list[RawSection]:
-        while self.index < len(self.lines):
+        lines = self.lines
+        parsed = self.parsed
+        self._parse_distinct_lines()
+        while self.index < len(lines):
             start = self.index
             self.index += 1
-            stripped = self.lines[start].strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            item = self._parse_logical_line(start)
-            if item is not None:
-                self._apply(item)
+            # A line parsed before is a whole logical line: nothing to check.
+            item = parsed.get(lines[start])
+            if item is None:
+                stripped = lines[start].strip()
+                if not stripped or stripped.startswith("#"):
+                    continue
+                item = self._parse_logical_line(start)
+                if item is None:
+                    continue
+            self._apply(item, start)
         if self.current is not None:
             self.sink.error(
                 self.current.pos, f"section {self.current.name!r} is not closed (missing '}}')"
@@ -137,13 +169,14 @@ class _Reader:
         return self.sections
 
     def _parse_logical_line(self, start: int) -> _LineItem | None:
+        """The item of the logical line starting at index ``start``, positioned on line 1."""
         first = self.lines[start]
-        json_start = _JSON_START.match(first)
         text = first
         while True:
             try:
-                return _line_item(parse_line(text), start)
+                return self._parse(text)
             except SyntaxProblem as problem:
+                json_start = _JSON_START.match(first)
                 if problem.at_end and json_start is not None:
                     if self.index < len(self.lines):
                         text += "\n" + self.lines[self.index]
@@ -161,6 +194,42 @@ class _Reader:
                     self._skip_rest_of_map(sum(_bracket_depth(line) for line in opened))
                 return None
 
+    def _parse(self, text: str) -> _LineItem:
+        """The item of logical line ``text``, positioned on line 1.
+
+        Raises:
+            SyntaxProblem: when ``text`` is not a complete, valid line.
+        """
+        item = self.parsed.get(text)
+        if item is None:
+            (entry,) = parse_line(text).children
+            assert isinstance(entry, lark.Tree)
+            item = _line_item(entry, 0)
+            self.parsed[text] = item
+        return item
+
+    def _parse_distinct_lines(self) -> None:
+        """Fill ``parsed`` for the one-line entries of a large file, a batch at a time."""
+        pending = []
+        for line in dict.fromkeys(self.lines):
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                pending.append(line)
+        if len(pending) < _BATCH_MIN_LINES:
+            return
+        start = stops = 0
+        while start < len(pending) and stops <= _BATCH_MAX_STOPS:
+            batch = pending[start : start + _BATCH_SIZE]
+            entries = parse_lines(batch)
+            for index, entry in enumerate(entries):
+                # A string with a bad escape is reported when its line is parsed alone.
+                with contextlib.suppress(SyntaxProblem):
+                    self.parsed[batch[index]] = _line_item(entry, -index)
+            start += len(entries)
+            if len(entries) < len(batch):
+                start += 1  # the line that stopped the batch is parsed alone when reached
+                stops += 1
+
     def _report(self, problem: SyntaxProblem, start: int, first: str) -> None:
         message = f"syntax error: {problem.message}"
         key = _KEY.match(first)
@@ -176,49 +245,54 @@ class _Reader:
             depth += _bracket_depth(self.lines[self.index])
             self.index += 1
 
-    def _apply(self, item: _LineItem) -> None:
-        if isinstance(item, _SectionOpen):
+    def _apply(self, item: _LineItem, offset: int) -> None:
+        """Nest ``item``, whose logical line starts ``offset`` lines below line 1."""
+        if isinstance(item, RawAttribute):
+            if self.current is None:
+                self.sink.error(
+                    _shift(item.key_pos, offset),
+                    f"attribute {item.key!r} outside any section "
+                    "(expected a section header such as 'listener {')",
+                )
+            else:
+                # The nodes are shared by every line with this text.
+                self.current.attributes.append(
+                    RawAttribute(
+                        key=item.key, key_pos=item.key_pos, value=item.value, line_offset=offset
+                    )
+                )
+        elif isinstance(item, _SectionOpen):
+            pos = _shift(item.pos, offset)
             if self.current is not None:
                 self.sink.error(
-                    item.pos,
+                    pos,
                     f"section {item.name!r} starts inside section {self.current.name!r} "
                     f"opened at {self.current.pos} (missing '}}' before this line)",
                 )
                 self.sections.append(self.current.close())
-            self.current = _OpenSection(name=item.name, pos=item.pos)
-        elif isinstance(item, _SectionClose):
-            if self.current is None:
-                self.sink.error(item.pos, "unmatched '}' outside any section")
-            else:
-                self.sections.append(self.current.close())
-                self.current = None
+            self.current = _OpenSection(name=item.name, pos=pos)
         elif self.current is None:
-            self.sink.error(
-                item.key_pos,
-                f"attribute {item.key!r} outside any section "
-                "(expected a section header such as 'listener {')",
-            )
+            self.sink.error(_shift(item.pos, offset), "unmatched '}' outside any section")
         else:
-            self.current.attributes.append(item)
+            self.sections.append(self.current.close())
+            self.current = None
 
 
-def _line_item(tree: lark.Tree[lark.Token], offset: int) -> _LineItem:
-    """Convert a parsed line; ``offset`` is the 0-based index of its first physical line.
+def _line_item(entry: lark.Tree[lark.Token], offset: int) -> _LineItem:
+    """Convert the entry of a parsed line, moving the positions lark gave it ``offset`` lines.
 
     Raises:
         SyntaxProblem: for a quoted string with a bad escape.
     """
-    (item,) = tree.children
-    assert isinstance(item, lark.Tree)
-    if item.data == "section_open":
-        name = item.children[0]
+    if entry.data == "section_open":
+        name = entry.children[0]
         assert isinstance(name, lark.Token)
-        return _SectionOpen(name=str(name), pos=_shift(token_pos(name), offset))
-    if item.data == "section_close":
-        brace = item.children[0]
+        return _SectionOpen(name=str(name), pos=_token_pos(name, offset))
+    if entry.data == "section_close":
+        brace = entry.children[0]
         assert isinstance(brace, lark.Token)
-        return _SectionClose(pos=_shift(token_pos(brace), offset))
-    return _attribute(item, offset)
+        return _SectionClose(pos=_token_pos(brace, offset))
+    return _attribute(entry, offset)
 
 
 def read_conf(text: str, sink: DiagnosticSink) -> list[RawSection]:

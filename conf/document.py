@@ -43,11 +43,28 @@ class Node:
 
 @attrs.frozen(kw_only=True)
 class RawAttribute:
-    """One ``key: value`` line (or JSON member) of a section, key as written."""
+    """One ``key: value`` line (or JSON member) of a section, key as written.
+
+    ``key_pos`` and the positions inside ``value`` are ``line_offset`` lines
+    above those in the file; ``at`` gives the latter.  This lets the conf
+    reader parse a line that a file repeats once, and share its nodes.
+    """
 
     key: str
     key_pos: Position
     value: Node
+    line_offset: int = 0
+
+    def at(self, pos: Position) -> Position:
+        """The position in the file of ``pos``, ``key_pos`` or a position inside ``value``."""
+        if not self.line_offset:
+            return pos
+        return Position(line=pos.line + self.line_offset, column=pos.column)
+
+    @property
+    def key_position(self) -> Position:
+        """The position of the key in the file."""
+        return self.at(self.key_pos)
 
 
 @attrs.frozen(kw_only=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import lark
@@ -17,7 +18,14 @@ import lark
 from conf.diagnostics import Position
 from conf.document import ArrayValue, Node, ObjectValue
 
-__all__ = ["SyntaxProblem", "json_node", "parse_json_file", "parse_line", "token_pos"]
+__all__ = [
+    "SyntaxProblem",
+    "json_node",
+    "parse_json_file",
+    "parse_line",
+    "parse_lines",
+    "token_pos",
+]
 
 _EXPECTED_WORDS = {
     "COLON": "':'",
@@ -60,6 +68,17 @@ def _parser() -> lark.Lark:
         parser="lalr",
         lexer="contextual",
         start=["line", "json_file"],
+        maybe_placeholders=False,
+    )
+
+
+@functools.cache
+def _lines_parser() -> lark.Lark:
+    return lark.Lark.open(
+        str(Path(__file__).parent / "lines.lark"),
+        parser="lalr",
+        lexer="contextual",
+        start="lines",
         maybe_placeholders=False,
     )
 
@@ -134,6 +153,37 @@ def parse_line(text: str) -> lark.Tree[lark.Token]:
         return _parser().parse(text, start="line")
     except lark.UnexpectedInput as error:
         raise _problem(error, text, "end of line") from None
+
+
+def parse_lines(lines: Sequence[str]) -> list[lark.Tree[lark.Token]]:
+    """Parse physical lines in one lark call (``lines.lark``), as ``parse_line`` would each.
+
+    Tokens count lines from 1 at ``lines[0]``.  A tree is the entry of a line
+    (the one child of the tree ``parse_line`` returns).
+
+    Args:
+        lines: lines without a newline, none blank or only a comment.
+
+    Returns:
+        The trees of the lines before the first one that ``parse_line`` would
+        refuse or that continues on the next line: one per line when every
+        line is a valid entry by itself.
+    """
+    count = len(lines)
+    while count:
+        try:
+            tree = _lines_parser().parse("\n".join(lines[:count]))
+        except lark.UnexpectedInput as error:
+            # Every newline before the error was shifted, so each line before
+            # the error's is an entry.  Parse those again (a parse that fails
+            # returns nothing), making sure to drop a line each time.
+            line = error.line if isinstance(error.line, int) and error.line > 0 else count
+            count = min(line, count) - 1
+            continue
+        entries = [child for child in tree.children if isinstance(child, lark.Tree)]
+        assert len(entries) == count
+        return entries
+    return []
 
 
 def parse_json_file(text: str) -> Node:

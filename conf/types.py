@@ -141,12 +141,13 @@ class EnumType(ValueType):
     def __init__(self, enum_type: type[enum.Enum]) -> None:
         self.enum_type = enum_type
         self.members: Sequence[enum.Enum] = list(enum_type)
+        self._by_value: dict[object, enum.Enum] = {m.value: m for m in self.members}
 
     def convert(self, node: Node) -> enum.Enum:
         text = _text(node, "a name")
-        for member in self.members:
-            if member.value == text:
-                return member
+        member = self._by_value.get(text)
+        if member is not None:
+            return member
         if _INTEGER.fullmatch(text) and 0 <= int(text) < len(self.members):
             return self.members[int(text)]
         choices = ", ".join(repr(m.value) for m in self.members)
