@@ -3,8 +3,10 @@
 Owns the line structure of the syntax: where logical lines end (a line that
 ends inside a JSON map continues on the next one), how lines nest into
 sections, and recovery after a bad line so that every error of a file is
-reported.  What a single line may look like is ``grammar.lark``'s business;
-what names and values mean is the schema's.  It must not type values.
+reported; also parsing each distinct line of a file only once.  What a
+single line may look like is ``grammar.lark``'s business (``lines.lark``
+reads many at once); what names and values mean is the schema's.  It must
+not type values.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The lark side of the parser: loading ``grammar.lark``, turning trees into nodes, wording errors.
 
-Owns every use of lark in Hop.  Trees and tokens are converted here into
-``conf.document`` nodes and lark exceptions into messages; neither may
-leave this module.  It must not assemble sections or know entity types.
+Owns every use of lark in Hop, including ``lines.lark``, which parses many
+lines of the conf syntax at once with ``grammar.lark``'s rules.  Trees and
+tokens are converted here into ``conf.document`` nodes and lark exceptions
+into messages; neither may leave this module.  It must not assemble
+sections or know entity types.
 """
 
 from __future__ import annotations
@@ -175,8 +177,8 @@ def parse_lines(lines: Sequence[str]) -> list[lark.Tree[lark.Token]]:
             tree = _lines_parser().parse("\n".join(lines[:count]))
         except lark.UnexpectedInput as error:
             # Every newline before the error was shifted, so each line before
-            # the error's is an entry.  Parse those again (a parse that fails
-            # returns nothing), making sure to drop a line each time.
+            # the error's is an entry by itself: parse just those (at least
+            # one line fewer, so that this ends).
             line = error.line if isinstance(error.line, int) and error.line > 0 else count
             count = min(line, count) - 1
             continue
