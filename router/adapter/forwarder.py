@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 _MULTICAST = Distribution.MULTICAST
 _CLOSEST = Distribution.CLOSEST
-_ROUTER_KEY = b"x-opt-qd."
 
 # Bound once: every attribute lookup on ``lib`` costs on the hot path.
 pn_delivery = lib.pn_delivery

@@ -14,7 +14,15 @@ from collections import deque
 from typing import Any
 
 from router.adapter.pn import NULL, lib
-from router.core import Fanout, InLink, OutLink, Transfer, fold_multicast
+from router.core import (
+    Fanout,
+    InLink,
+    LostCopy,
+    OutLink,
+    Transfer,
+    fold_multicast,
+    outcome_for_lost_copy,
+)
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
 
 pn_delivery_settled = lib.pn_delivery_settled
@@ -24,6 +32,11 @@ pn_delivery_remote_state = lib.pn_delivery_remote_state
 pn_delivery_remote = lib.pn_delivery_remote
 pn_delivery_local = lib.pn_delivery_local
 pn_link_set_drain = lib.pn_link_set_drain
+
+# What a producer is told for a copy whose consumer went away (the rule is
+# router.core.settlement's; resolved once here, not per copy).
+_LOST_UNDELIVERED = outcome_for_lost_copy(LostCopy.UNDELIVERED).value
+_LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).value
 
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
@@ -210,9 +223,9 @@ class Settling:
         ol.unsettled = {}
         for _data, ref in queue:
             if ref is not None:
-                self._copy_lost(ref, None, RELEASED)
+                self._copy_lost(ref, None, _LOST_UNDELIVERED)
         for od, ref in unsettled.items():
-            self._copy_lost(ref, od, MODIFIED)
+            self._copy_lost(ref, od, _LOST_UNSETTLED)
             pn_delivery_settle(od)
 
     def _copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:

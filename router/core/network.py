@@ -184,21 +184,28 @@ class Network:
         paths (valid origins), so each router gets it once."""
         visited = {_router_of(t) for t in trace}
         origin = _router_of(ingress) or self.router_id
+        targets = [hop for hop in self._hops(None if flood else origin)
+                   if hop.peer not in visited and hop is not came_from]
+        if not targets:
+            return []
+        stamped = self._stamp(data)
+        return [SendFrame(link=hop, data=stamped) for hop in targets]
+
+    def _hops(self, origin: str | None) -> list[RouterLink]:
+        """The distinct next-hop connections toward every reachable router;
+        with ``origin``, only toward routers this router is a valid origin
+        path for (reference 9.5)."""
         targets: dict[int, RouterLink] = {}
         for dest, route in self.routes.routes.items():
             if dest == self.router_id or route.next_hop is None:
                 continue
-            if not flood and origin != self.router_id and not self.routes.is_valid_origin(dest,
-                                                                                          origin):
+            if origin is not None and origin != self.router_id \
+                    and not self.routes.is_valid_origin(dest, origin):
                 continue
             hop = self.by_peer.get(route.next_hop)
-            if hop is None or hop.peer in visited or hop is came_from:
-                continue
-            targets[hop.link_id] = hop
-        if not targets:
-            return []
-        stamped = self._stamp(data)
-        return [SendFrame(link=hop, data=stamped) for hop in targets.values()]
+            if hop is not None:
+                targets[hop.link_id] = hop
+        return list(targets.values())
 
     def _next_hop_link(self, router_id: str) -> RouterLink | None:
         route = self.routes.routes.get(router_id)
@@ -241,16 +248,9 @@ class Network:
                               trace=[self._own])
 
     def _relay_own(self, data: bytes, *, flood: bool) -> list[Effect]:
-        targets: dict[int, RouterLink] = {}
-        for dest, route in self.routes.routes.items():
-            if dest == self.router_id or route.next_hop is None:
-                continue
-            hop = self.by_peer.get(route.next_hop)
-            if hop is not None:
-                targets[hop.link_id] = hop
+        targets = {hop.link_id: hop for hop in self._hops(None)}
         if flood:
-            for hop in self.by_peer.values():
-                targets[hop.link_id] = hop
+            targets.update((hop.link_id, hop) for hop in self.by_peer.values())
         return [SendFrame(link=hop, data=data) for hop in targets.values()]
 
     def _routes_changed(self, effect: RoutesChanged) -> list[Effect]:
