@@ -499,9 +499,10 @@ def _user_part(data: Buffer, info: MessageInfo) -> tuple[Buffer, int]:
     keys = info.router_keys
     if keys is not None:
         return keys.user_entries, keys.user_count
-    if info.ma_count:
+    if info.ma_items != info.ma_end:
         # scan skips a map without router keys; walk it before re-emitting it
-        # beside router keys, or the next router would reject it for us.
+        # beside router keys, or the next router would reject it for us. A
+        # count of 0 with bytes after it is caught here too.
         try:
             split_map(data, info.ma_items, info.ma_end, info.ma_count >> 1, _ROUTER_KEYS, 5)
         except DECODE_FAULTS as exc:

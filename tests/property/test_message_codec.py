@@ -8,7 +8,7 @@
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from proton import AnnotationDict, Message, symbol, ulong
 
@@ -79,6 +79,11 @@ VALUE_HEAD = st.sampled_from(
 
 @FUZZ_SETTINGS
 @given(st.lists(st.tuples(SECTION_HEAD, VALUE_HEAD, st.binary(max_size=40)), max_size=6))
+# an annotations map whose count is 0 but whose size covers more bytes
+@example([(b"\x00Sr", b"\xc1", b"\x11"), (b"\x00Sp", b"E", b""),
+          (b"\x00Sp", b"\xc0", bytes(9))])
+@example([(b"\x00Sr", b"\xc1", b"\x11"), (b"\x00Sp", b"E", b""),
+          (b"\x00Sp", b"E", bytes(8) + b"\x01")])
 def test_section_shaped_bytes_scan_or_raise(parts: list[tuple[bytes, bytes, bytes]]) -> None:
     exercise(b"".join(a + b + c for a, b, c in parts))
 
