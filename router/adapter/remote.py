@@ -44,11 +44,7 @@ _MULTICAST = Distribution.MULTICAST
 _CLOSEST = Distribution.CLOSEST
 
 
-def _router_of(annotation: str | None) -> str | None:
-    """``"0/R1"`` (an ingress or trace entry) -> ``"R1"``."""
-    if annotation is None:
-        return None
-    return annotation[2:] if annotation.startswith("0/") else annotation
+_NOWHERE: frozenset[str] = frozenset()
 
 
 class RemoteForwarding(Settling):
@@ -110,13 +106,17 @@ class RemoteForwarding(Settling):
             except MessageFormatError as exc:
                 self._finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
-        trace = ann.trace if ann is not None and ann.trace else ()
-        if len(trace) > network.routes.radius + 1:
-            log.debug("%r: released by the loop guard, trace %s", il, trace)
-            self._no_destination(d, il)
-            return
-        origin = _router_of(ann.ingress) if ann is not None else None
-        visited = {_router_of(t) for t in trace}
+        if ann is not None:
+            trace = ann.trace
+            if trace and len(trace) > network.routes.radius + 1:
+                log.debug("%r: released by the loop guard, trace %s", il, trace)
+                self._no_destination(d, il)
+                return
+            origin = ann.origin
+            visited = ann.visited
+        else:
+            origin = None
+            visited = _NOWHERE
         if record.priority is not None:
             priority = record.priority
         elif info.priority is not None:

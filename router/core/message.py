@@ -108,14 +108,35 @@ _new: Final = tuple.__new__
 # Below this size slicing a message copies less than a memoryview costs.
 _SLICE_LIMIT: Final = 4096
 
+# Memos keyed by the bytes of a message-annotations section. The messages of
+# one flow carry the same router keys (ingress, trace, to), so a router meets
+# few distinct sections; what it reads from and writes for each is kept, and a
+# message costs a slice and a dict look-up instead of a walk and an encoding.
+# A memo that reaches MEMO_SIZE entries starts again empty, so sections that
+# differ per message (user entries with a sequence number, say) cost one
+# insertion each and never hold more than a bounded amount of memory.
+MEMO_SIZE: Final = 1024
+_MISSING: Final = object()
+_keys_memo: dict[bytes, "RouterKeys | None"] = {}
+_annotations_memo: dict[bytes, "RouterAnnotations"] = {}
+_strip_memo: dict[bytes, bytes] = {}
+
+
+def _section(data: Buffer, start: int, end: int) -> bytes:
+    if type(data) is bytes:
+        return data[start:end]
+    return bytes(data[start:end])
+
 
 class RouterKeys(NamedTuple):
     """Where the router keys of a message-annotations map are (found by ``scan``).
 
     ``user_entries`` holds the ``user_count`` other entries as received (each
     key then value, in map order, router keys cut out). The other fields are
-    the offsets of the router keys' values, -1 when absent; a repeated key
-    counts from its last occurrence. ``x-opt-qd.class`` and ``x-opt-qd.`` are
+    the offsets of the router keys' values from the start of the section
+    (``MessageInfo.ma_start``), -1 when absent, so that the same section read
+    at another offset has the same keys; a repeated key counts from its last
+    occurrence. ``x-opt-qd.class`` and ``x-opt-qd.`` are
     recognised and dropped.
     """
 
@@ -161,16 +182,26 @@ class RouterAnnotations(NamedTuple):
     ``user_entries``/``user_count`` are as in :class:`RouterKeys`;
     ``trace_encoded`` holds the encoded entries of ``x-opt-qd.trace`` without
     the list header, so a router appends itself without re-encoding the trace.
+    ``origin`` is the ingress router's id (``"0/"`` dropped) and ``visited``
+    the ids of the routers in the trace: what forwarding reads per message,
+    worked out once per distinct section.
     """
 
     ingress: str | None
-    trace: list[str] | None
+    trace: tuple[str, ...] | None
     to: str | None
     phase: int | None
     stream: int | None
     user_entries: bytes
     user_count: int
     trace_encoded: bytes
+    origin: str | None = None
+    visited: frozenset[str] = frozenset()
+
+
+def router_id_of(entry: str) -> str:
+    """``"0/R1"`` (an ingress or trace entry; qdrouterd has one area) -> ``"R1"``."""
+    return entry[2:] if entry.startswith("0/") else entry
 
 
 NO_ANNOTATIONS: Final = RouterAnnotations(None, None, None, None, None, b"", 0, b"")
@@ -313,9 +344,13 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
             else:
                 found = data.find(_PREFIX, ma_items, pos) >= 0
             if found:
-                split = split_map(data, ma_items, pos, ma_count >> 1, _ROUTER_KEYS, 5)
-                if split is not None:
-                    router_keys = _new(RouterKeys, (split[0], split[1], *split[2]))
+                section = data[ma_start:pos] if type(data) is bytes else bytes(data[ma_start:pos])
+                router_keys = _keys_memo.get(section, _MISSING)
+                if router_keys is _MISSING:
+                    router_keys = _split_keys(data, ma_start, ma_items, pos, ma_count)
+                    if len(_keys_memo) >= MEMO_SIZE:
+                        _keys_memo.clear()
+                    _keys_memo[section] = router_keys
             if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
                 code = data[pos + 2]
                 v = pos + 3
@@ -375,6 +410,16 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
     )
 
 
+def _split_keys(
+    data: Buffer, start: int, items: int, end: int, count: int
+) -> "RouterKeys | None":
+    split = split_map(data, items, end, count >> 1, _ROUTER_KEYS, 5)
+    if split is None:
+        return None
+    entries, others, found = split
+    return _new(RouterKeys, (entries, others, *[-1 if at < 0 else at - start for at in found]))
+
+
 def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
     """Decode and type-check the router keys of a scanned message (qdrouterd 5.7).
 
@@ -398,9 +443,19 @@ def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
             return NO_ANNOTATIONS
         user = bytes(data[info.ma_items : info.ma_end])
         return RouterAnnotations(None, None, None, None, None, user, info.ma_count >> 1, b"")
-    end = info.ma_end
-    if type(data) is memoryview:
-        data = data[:end].tobytes()
+    section = _section(data, info.ma_start, info.ma_end)
+    found = _annotations_memo.get(section)
+    if found is None:
+        found = _decode_keys(section, keys)
+        if len(_annotations_memo) >= MEMO_SIZE:
+            _annotations_memo.clear()
+        _annotations_memo[section] = found
+    return found
+
+
+def _decode_keys(data: bytes, keys: RouterKeys) -> RouterAnnotations:
+    """Decode the router keys of one annotations section (``data``)."""
+    end = len(data)
     ingress = to = None
     trace = phase = stream = None
     trace_encoded = b""
@@ -421,8 +476,10 @@ def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
             stream = _read_int(data, keys.stream, end, "stream")
     except DECODE_FAULTS as exc:
         raise decode_fault(exc) from None
+    visited = frozenset(router_id_of(entry) for entry in trace) if trace else frozenset()
     return RouterAnnotations(
-        ingress, trace, to, phase, stream, keys.user_entries, keys.user_count, trace_encoded
+        ingress, trace, to, phase, stream, keys.user_entries, keys.user_count, trace_encoded,
+        None if ingress is None else router_id_of(ingress), visited,
     )
 
 
@@ -433,10 +490,10 @@ def _read_int(data: bytes | bytearray, pos: int, end: int, name: str) -> int:
     return number
 
 
-def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[list[str], bytes]:
+def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[tuple[str, ...], bytes]:
     c = data[pos]
     if c == 0x45:
-        return [], b""
+        return (), b""
     if c == 0xC0:
         count = data[pos + 2]
         first = pos + 3
@@ -463,7 +520,7 @@ def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[list[str
         pos = nxt
     if pos != end:
         raise MessageFormatError(f"trace list has {end - pos} bytes past its entries")
-    return trace, bytes(data[first:end])
+    return tuple(trace), bytes(data[first:end])
 
 
 def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:
@@ -480,19 +537,35 @@ def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:
     keys = info.router_keys
     if keys is None:
         return data if type(data) is bytes else bytes(data)
-    return _replace(data, info, keys.user_entries, keys.user_count, b"", 0)
+    section = _section(data, info.ma_start, info.ma_end)
+    new = _strip_memo.get(section)
+    if new is None:
+        new = _new_section(keys.user_entries, keys.user_count, b"", 0)
+        if len(_strip_memo) >= MEMO_SIZE:
+            _strip_memo.clear()
+        _strip_memo[section] = new
+    return _splice(data, info, new)
+
+
+def _new_section(user: Buffer, users: int, router: bytes, routers: int) -> bytes:
+    """An annotations section of ``user`` then ``router`` entries; none if both are empty."""
+    fields = (users + routers) << 1
+    if not fields:
+        return b""
+    return b"".join((encode_ma_section(len(user) + len(router), fields), user, router))
+
+
+def _splice(data: Buffer, info: MessageInfo, section: bytes) -> bytes:
+    """``data`` with its annotations section replaced by ``section``."""
+    view = data if len(data) < _SLICE_LIMIT else memoryview(data)
+    return b"".join((view[: info.ma_start], section, view[info.ma_end :]))
 
 
 def _replace(
     data: Buffer, info: MessageInfo, user: Buffer, users: int, router: bytes, routers: int
 ) -> bytes:
     """``data`` with its annotations section replaced by ``user`` then ``router`` entries."""
-    view = data if len(data) < _SLICE_LIMIT else memoryview(data)
-    fields = (users + routers) << 1
-    if not fields:
-        return b"".join((view[: info.ma_start], view[info.ma_end :]))
-    section = encode_ma_section(len(user) + len(router), fields)
-    return b"".join((view[: info.ma_start], section, user, router, view[info.ma_end :]))
+    return _splice(data, info, _new_section(user, users, router, routers))
 
 
 def _user_part(data: Buffer, info: MessageInfo) -> tuple[Buffer, int]:
@@ -561,7 +634,7 @@ class AnnotationEncoder:
     ``ingress`` is ``"0/<router_id>"`` (qdrouterd has one area, "0").
     """
 
-    __slots__ = ("_ingress_entry", "_own", "_own_entries", "_trace_entry", "ingress")
+    __slots__ = ("_ingress_entry", "_memo", "_own", "_own_entries", "_trace_entry", "ingress")
 
     def __init__(self, router_id: str) -> None:
         self.ingress = f"0/{router_id}"
@@ -569,6 +642,8 @@ class AnnotationEncoder:
         self._ingress_entry = _K_INGRESS + self._own
         self._trace_entry = _K_TRACE + encode_list(self._own, 1)
         self._own_entries = self._ingress_entry + self._trace_entry
+        # (received section, to, phase, stream, keys dropped) -> section sent
+        self._memo: dict[tuple[bytes, str | None, int | None, int | None, bool], bytes] = {}
 
     def annotate(
         self,
@@ -595,6 +670,28 @@ class AnnotationEncoder:
         Raises:
             MessageFormatError: as for :func:`annotate`.
         """
+        # The result depends only on these: ``annotations`` is decoded from
+        # the section, or None.
+        key = (_section(data, info.ma_start, info.ma_end), to, phase, stream,
+               annotations is None)
+        memo = self._memo
+        section = memo.get(key)
+        if section is None:
+            section = self._section(data, info, annotations, to, phase, stream)
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[key] = section
+        return _splice(data, info, section)
+
+    def _section(
+        self,
+        data: Buffer,
+        info: MessageInfo,
+        annotations: RouterAnnotations | None,
+        to: str | None,
+        phase: int | None,
+        stream: int | None,
+    ) -> bytes:
         user, users = _user_part(data, info)
         router = self._own_entries
         if annotations is not None:
@@ -609,6 +706,6 @@ class AnnotationEncoder:
                     trace_entry = _K_TRACE + encode_list(items, len(trace) + 1)
                 router = ingress_entry + trace_entry
         if not phase and stream is None and to is None:
-            return _replace(data, info, user, users, router, 2)
+            return _new_section(user, users, router, 2)
         head, heads = _routing_entries(to, phase, stream)
-        return _replace(data, info, user, users, head + router, heads + 2)
+        return _new_section(user, users, head + router, heads + 2)

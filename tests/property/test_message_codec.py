@@ -246,7 +246,8 @@ def test_scan_and_decode_agree_with_proton(generated: tuple[bytes, Any]) -> None
     assert (info.router_keys is not None) == bool(router)
     ann = decode_annotations(data, info)
     assert ann.ingress == router.get("x-opt-qd.ingress")
-    assert ann.trace == router.get("x-opt-qd.trace")
+    trace = router.get("x-opt-qd.trace")
+    assert ann.trace == (None if trace is None else tuple(trace))
     assert ann.to == router.get("x-opt-qd.to")
     assert ann.phase == router.get("x-opt-qd.phase")
     assert ann.stream == router.get("x-opt-qd.stream")
@@ -297,7 +298,7 @@ def test_annotate_then_strip_round_trips(
     out_info = scan(out)
     assert out_info.to == info.to and out_info.priority == info.priority
     ann = decode_annotations(out, out_info)
-    assert (ann.ingress, ann.trace, ann.to, ann.phase) == (ingress, trace, to, phase or None)
+    assert (ann.ingress, ann.trace, ann.to, ann.phase) == (ingress, tuple(trace), to, phase or None)
 
     stripped = strip_router_annotations(out, out_info)
     user = decode_annotations(data, info)

@@ -260,7 +260,7 @@ def test_decode_annotations_reads_every_router_key() -> None:
     info = scan(data)
     ann = decode_annotations(data, info)
     assert (ann.ingress, ann.trace, ann.to, ann.phase, ann.stream) == (
-        "0/A", ["0/A", "0/B"], "dest", 1, 1,
+        "0/A", ("0/A", "0/B"), "dest", 1, 1,
     )
     assert ann.user_count == 2
     assert ann.user_entries == sym("user") + str8("u") + sym("x-opt-qd.other") + b"\x55\x05"
@@ -463,7 +463,7 @@ def test_annotate_uses_32_bit_encodings_when_needed() -> None:
     assert items["u"] == "v" * 300
     assert out[scan(out).ma_start + 3] == 0xD1  # map32
     ann = decode_annotations(out, scan(out))
-    assert (ann.trace, ann.to) == (trace, "t" * 256)
+    assert (ann.trace, ann.to) == (tuple(trace), "t" * 256)
 
 
 def test_annotate_uses_8_bit_encodings_when_they_fit() -> None:
@@ -564,7 +564,7 @@ def test_string_and_symbol_encodings(length: int) -> None:
     assert scan(data).to == text
     out = annotate(data, scan(data), ingress=text, trace=[text], to=text, phase=None)
     ann = decode_annotations(out, scan(out))
-    assert (ann.ingress, ann.trace, ann.to) == (text, [text], text)
+    assert (ann.ingress, ann.trace, ann.to) == (text, (text,), text)
     assert dict(ma_items(out))["x-opt-qd.to"] == text
 
 
@@ -578,3 +578,65 @@ def test_message_info_is_a_light_tuple() -> None:
     info = scan(message(address="q"))
     assert isinstance(info, MessageInfo)
     assert isinstance(info, tuple)
+
+
+# --- memos keyed by the annotations section -----------------------------------
+
+
+def test_a_section_read_again_at_another_offset_decodes_the_same() -> None:
+    keys = {"x-opt-qd.ingress": "0/A", "x-opt-qd.trace": ["0/A"], "x-opt-qd.to": "t", "u": 1}
+    bare = message(keys, address="q")
+    with_header = message(keys, address="q", priority=7, durable=True)
+    first = decode_annotations(bare, scan(bare))
+    second = decode_annotations(with_header, scan(with_header))  # same section, later offset
+    assert scan(bare).ma_start < scan(with_header).ma_start
+    assert first == second
+    assert (second.ingress, second.trace, second.to, second.origin, second.visited) == (
+        "0/A", ("0/A",), "t", "A", frozenset({"A"}))
+    stripped = strip_router_annotations(with_header, scan(with_header))
+    assert fields(stripped)["priority"] == 7 and fields(stripped)["instructions"] is None
+    assert decode(stripped).annotations == {symbol("u"): 1}
+
+
+def test_repeated_rewrites_equal_fresh_ones() -> None:
+    encoder = AnnotationEncoder("B")
+    data = message({"x-opt-qd.ingress": "0/A", "x-opt-qd.trace": ["0/A"]}, address="q")
+    info = scan(data)
+    ann = decode_annotations(data, info)
+    outputs = {encoder.annotate(data, info, ann, to=None, phase=None) for _ in range(3)}
+    assert len(outputs) == 1
+    out = outputs.pop()
+    fresh = annotate(data, info, ingress="0/A", trace=["0/A", "0/B"], to=None, phase=None)
+    assert out == fresh
+    # the same section with a different to/phase is a different result
+    other = encoder.annotate(data, info, ann, to="x", phase=2)
+    other_ann = decode_annotations(other, scan(other))
+    assert (other_ann.to, other_ann.phase, other_ann.trace) == ("x", 2, ("0/A", "0/B"))
+    # dropping the received keys unread is a different result again
+    dropped = encoder.annotate(data, info, None, to=None, phase=None)
+    assert decode_annotations(dropped, scan(dropped)).trace == ("0/B",)
+
+
+def test_memos_stay_bounded_and_correct_past_their_size() -> None:
+    from router.core import message as module
+
+    encoder = AnnotationEncoder("B")
+    for i in range(module.MEMO_SIZE + 50):
+        data = message({"x-opt-qd.ingress": f"0/R{i}", "x-opt-qd.trace": [f"0/R{i}"]})
+        info = scan(data)
+        ann = decode_annotations(data, info)
+        assert ann.origin == f"R{i}"
+        out = encoder.annotate(data, info, ann, to=None, phase=None)
+        assert decode_annotations(out, scan(out)).trace == (f"0/R{i}", "0/B")
+        assert decode(strip_router_annotations(data, info)).annotations is None
+    for memo in (module._keys_memo, module._annotations_memo, module._strip_memo,
+                 encoder._memo):
+        assert 0 < len(memo) <= module.MEMO_SIZE
+
+
+def test_a_bad_section_is_refused_every_time() -> None:
+    data = message({"x-opt-qd.ingress": 5})
+    for _ in range(2):
+        with pytest.raises(MessageFormatError) as info:
+            decode_annotations(data, scan(data))
+        assert info.value.condition == INVALID_FIELD
