@@ -13,7 +13,8 @@ import attrs
 
 from bench import report
 from bench.build import build
-from bench.scenarios import SCENARIOS, SMOKE, Record, Scale
+from bench.processes import qdrouterd
+from bench.scenarios import SCENARIOS, SMOKE, Record, Scale, compared
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="tiny runs of every scenario (CI): checks they work, not speed")
     parser.add_argument("--count", type=int, default=0, help="messages per throughput run")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--qdrouterd", default="", metavar="PATH",
+                        help="also run the main scenarios on this qdrouterd, in the same "
+                             "rounds (scenarios named qdrouterd:<name>)")
     args = parser.parse_args(argv)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -34,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
                       latency_seconds=scale.latency_seconds,
                       idle_connections=scale.idle_connections, addresses=scale.addresses)
     rounds = 1 if args.smoke else args.rounds
-    wanted = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    known = SCENARIOS + (compared(qdrouterd(args.qdrouterd)) if args.qdrouterd else [])
+    wanted = [s for s in known if not args.only or s.name in args.only.split(",")]
     if not wanted:
-        parser.error(f"no such scenario; known: {', '.join(s.name for s in SCENARIOS)}")
+        parser.error(f"no such scenario; known: {', '.join(s.name for s in known)}")
     binaries = build()
     runs: dict[str, list[Record]] = {s.name: [] for s in wanted}
     failures = 0

@@ -1,7 +1,9 @@
 """Routers and load-generator processes for benchmark runs, and what they cost.
 
-A ``RouterProcess`` is a ``hopd`` started on a generated configuration with
-free ports; its CPU seconds and resident memory are read from /proc.
+A ``RouterProcess`` is a router started on a generated configuration with
+free ports: ``hopd``, or a qdrouterd the user points the bench at to compare
+(``--qdrouterd PATH``; nothing here builds or fetches one). Its CPU seconds
+and resident memory are read from /proc.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 _LISTENING = re.compile(r"Listening on ([0-9.]+):(\d+)")
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -35,17 +40,53 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-class RouterProcess:
-    """A running hopd; ``ports`` are its listeners' bound ports, in order."""
+@attrs.frozen
+class Flavour:
+    """A router program the bench can start: its command line before ``-c FILE``.
 
-    def __init__(self, conf_text: str, name: str = "bench", timeout: float = 60.0) -> None:
+    ``port_zero`` says whether the program binds a free port for ``port: 0``
+    and logs it; for one that does not, the bench picks free ports itself.
+    ``drops_presettled``: the program may drop pre-settled messages under
+    load (qdrouterd does, by design); its pre-settled runs then count what
+    arrived instead of failing on a loss.
+    """
+
+    name: str
+    command: tuple[str, ...]
+    port_zero: bool
+    drops_presettled: bool = False
+
+    def port(self) -> int:
+        """The port to write in a listener section."""
+        return 0 if self.port_zero else free_port()
+
+
+HOP = Flavour("hop", (sys.executable, "-m", "router"), port_zero=True)
+
+
+def qdrouterd(path: str) -> Flavour:
+    return Flavour("qdrouterd", (path,), port_zero=False, drops_presettled=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RouterProcess:
+    """A running router; ``ports`` are its listeners' bound ports, in order."""
+
+    def __init__(self, conf_text: str, name: str = "bench", timeout: float = 60.0,
+                 flavour: Flavour = HOP) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"hop-bench-{name}-"))
         self.conf = self.dir / "hopd.conf"
         self.conf.write_text(conf_text)
         self.log = self.dir / "hopd.log"
         started = time.perf_counter()
         with self.log.open("wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "router", "-c", str(self.conf)],
+            self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf)],
                                          stdout=log, stderr=subprocess.STDOUT)
         expected = conf_text.count("listener {")
         deadline = time.monotonic() + timeout
@@ -56,7 +97,7 @@ class RouterProcess:
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"hopd did not start:\n{text[-3000:]}")
+                raise RuntimeError(f"{flavour.name} did not start:\n{text[-3000:]}")
             time.sleep(0.01)
         self.startup_s = time.perf_counter() - started
         self.ports = ports
@@ -87,11 +128,20 @@ class RouterProcess:
         self.stop()
 
 
-def router_conf(*, router_id: str = "Bench", listeners: int = 1, extra: str = "") -> str:
+def listener(flavour: Flavour, role: str = "normal") -> str:
+    """A loopback listener section on a free port, for anonymous clients."""
+    text = (f"listener {{\n    host: 127.0.0.1\n    port: {flavour.port()}\n"
+            "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n")
+    if role != "normal":
+        text += f"    role: {role}\n"
+    return text + "}\n"
+
+
+def router_conf(*, router_id: str = "Bench", listeners: int = 1, extra: str = "",
+                flavour: Flavour = HOP) -> str:
     """A standalone router with ``listeners`` loopback listeners on free ports."""
     text = f"router {{\n    mode: standalone\n    id: {router_id}\n}}\n"
-    listener = "listener {\n    host: 127.0.0.1\n    port: 0\n    authenticatePeer: no\n}\n"
-    text += listener * listeners
+    text += "".join(listener(flavour) for _ in range(listeners))
     text += "log {\n    module: DEFAULT\n    enable: notice+\n}\n"
     return text + extra
 

@@ -77,6 +77,8 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"start-up {s['startup_s']:.2f} s")
         if "convergence_s" in s:
             other.append(f"{s['routers']:.0f} routers converge in {s['convergence_s']:.1f} s")
+        if s.get("dropped"):
+            other.append(f"{s['dropped']:.0f} dropped")
         rows.append((
             name,
             f"{rate:,.0f}" if rate else "",
@@ -93,6 +95,7 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
     lines.extend(f"{name}: {descriptions[name]}" for name in summary if name in descriptions)
+    lines.extend(comparisons(summary))
     return "\n".join(lines)
 
 
@@ -133,3 +136,26 @@ def plot(path: Path, summary: dict[str, Record]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def comparisons(summary: dict[str, Record]) -> list[str]:
+    """Hop's rate and p99 as a share of another router's, where both ran
+    (``<flavour>:<name>`` beside ``<name>``)."""
+    lines = []
+    for name, other in summary.items():
+        flavour, sep, base = name.partition(":")
+        mine = summary.get(base)
+        if not sep or mine is None:
+            continue
+        parts = []
+        if mine.get("rate") and other.get("rate") and "latency" not in base:
+            parts.append(f"rate {100 * mine['rate'] / other['rate']:.0f}% of {flavour}'s")
+        p99, their_p99 = mine.get("latency_us", {}).get("p99"), \
+            other.get("latency_us", {}).get("p99")
+        if p99 and their_p99:
+            parts.append(f"p99 {p99 / their_p99:.1f}x {flavour}'s")
+        if parts:
+            lines.append(f"{base}: Hop's " + ", ".join(parts))
+    if lines:
+        lines.insert(0, "")
+    return lines

@@ -8,7 +8,7 @@ reporting a rate.
 
 from __future__ import annotations
 
-import socket
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +16,16 @@ from typing import Any
 
 import attrs
 
-from bench.processes import RouterProcess, finish, router_conf, start
+from bench.processes import (
+    HOP,
+    Flavour,
+    RouterProcess,
+    finish,
+    free_port,
+    listener,
+    router_conf,
+    start,
+)
 
 Record = dict[str, Any]
 
@@ -46,13 +55,6 @@ class Scenario:
     description: str
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _send_args(bins: dict[str, Path], url: str, address: str, count: int, size: int,
                presettled: bool, rate: int = 0) -> list[str]:
     args = [str(bins["hop-send"]), url, address, "--count", str(count), "--size", str(size)]
@@ -64,14 +66,19 @@ def _send_args(bins: dict[str, Path], url: str, address: str, count: int, size: 
 
 
 def _recv_args(bins: dict[str, Path], url: str, address: str, count: int,
-               listen: bool = False) -> list[str]:
+               listen: bool = False, idle: float = 0.0) -> list[str]:
     args = [str(bins["hop-recv"]), url, address, "--count", str(count)]
+    if idle:
+        args += ["--idle", str(idle)]
     return [*args, "--listen"] if listen else args
 
 
-def _check(sent: Record, received: list[Record], count: int, presettled: bool) -> None:
+def _check(sent: Record, received: list[Record], count: int, presettled: bool,
+           lossy: bool = False) -> None:
+    """Every message arrived (a ``lossy`` pre-settled run may miss some) and,
+    when unsettled, was accepted."""
     for r in received:
-        if r["received"] != count:
+        if r["received"] != count and not (lossy and presettled and r["received"] > 0):
             raise RuntimeError(f"receiver got {r['received']} of {count}")
     if not presettled and sent["accepted"] != count:
         raise RuntimeError(f"sender had {sent['accepted']} of {count} accepted: {sent}")
@@ -79,27 +86,30 @@ def _check(sent: Record, received: list[Record], count: int, presettled: bool) -
 
 def _through_router(bins: dict[str, Path], scale: Scale, *, size: int, presettled: bool,
                     receivers: int = 1, extra: str = "", address: str = "bench",
-                    count: int | None = None) -> Record:
+                    count: int | None = None, flavour: Flavour = HOP) -> Record:
     n = count if count is not None else (scale.count if size <= 1024 else scale.big_count)
-    with RouterProcess(router_conf(extra=extra)) as router:
-        recvs = [start(_recv_args(bins, router.url, address, n)) for _ in range(receivers)]
+    lossy = presettled and flavour.drops_presettled
+    with RouterProcess(router_conf(extra=extra, flavour=flavour), flavour=flavour) as router:
+        recvs = [start(_recv_args(bins, router.url, address, n, idle=2.0 if lossy else 0.0))
+                 for _ in range(receivers)]
         time.sleep(0.3)  # let the receivers attach, so the sender gets credit at once
         cpu0 = router.cpu()
         sender = start(_send_args(bins, router.url, address, n, size, presettled))
         sent = finish(sender, scale.timeout)
         received = [finish(r, scale.timeout) for r in recvs]
         cpu = router.cpu() - cpu0
-    _check(sent, received, n, presettled)
+    _check(sent, received, n, presettled, lossy)
     seconds = max(r["end_ns"] for r in received) - min([sent["start_ns"]])
-    rate = n / (seconds / 1e9) if seconds > 0 else float("nan")
-    return {"messages": n, "rate": rate, "sender_rate": sent["rate"],
+    got = min(r["received"] for r in received)
+    rate = got / (seconds / 1e9) if seconds > 0 else float("nan")
+    return {"messages": n, "rate": rate, "sender_rate": sent["rate"], "dropped": n - got,
             "router_cpu_s_per_100k": cpu * 100_000 / n, "router_us_per_msg": cpu * 1e6 / n,
             "latency_us": received[0]["latency_us"]}
 
 
 def direct(presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
-        url = f"127.0.0.1:{_free_port()}"
+        url = f"127.0.0.1:{free_port()}"
         recv = start(_recv_args(bins, url, "bench", scale.count, listen=True))
         assert recv.stdout is not None
         if recv.stdout.readline().strip() != "listening":
@@ -114,9 +124,10 @@ def direct(presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
     return run
 
 
-def one_router(size: int, presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
+def one_router(size: int, presettled: bool,
+               flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
-        return _through_router(bins, scale, size=size, presettled=presettled)
+        return _through_router(bins, scale, size=size, presettled=presettled, flavour=flavour)
     return run
 
 
@@ -129,10 +140,10 @@ def multicast(receivers: int) -> Callable[[dict[str, Path], Scale], Record]:
     return run
 
 
-def latency(rate: int) -> Callable[[dict[str, Path], Scale], Record]:
+def latency(rate: int, flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         n = max(100, int(rate * scale.latency_seconds))
-        with RouterProcess(router_conf()) as router:
+        with RouterProcess(router_conf(flavour=flavour), flavour=flavour) as router:
             recv = start(_recv_args(bins, router.url, "lat", n))
             time.sleep(0.3)
             cpu0 = router.cpu()
@@ -199,13 +210,14 @@ SCENARIOS = [
 # -- networks of routers --------------------------------------------------------
 
 _ROUTES = "routes: "
+_QDR_COSTS = re.compile(r"Computed costs: \{([^}]*)\}")
 
 
-def _interior(router_id: str, connect_to: list[int], extra: str = "") -> str:
+def _interior(router_id: str, connect_to: list[int], extra: str = "",
+              flavour: Flavour = HOP) -> str:
     text = (f"router {{\n    mode: interior\n    id: {router_id}\n}}\n"
-            "listener {\n    host: 127.0.0.1\n    port: 0\n    authenticatePeer: no\n}\n"
-            "listener {\n    host: 127.0.0.1\n    port: 0\n    role: inter-router\n}\n"
-            "log {\n    module: DEFAULT\n    enable: info+\n}\n")
+            + listener(flavour) + listener(flavour, "inter-router")
+            + "log {\n    module: DEFAULT\n    enable: info+\n}\n")
     for port in connect_to:
         text += (f"connector {{\n    host: 127.0.0.1\n    port: {port}\n"
                  "    role: inter-router\n}\n")
@@ -213,13 +225,15 @@ def _interior(router_id: str, connect_to: list[int], extra: str = "") -> str:
 
 
 def _routes_known(router: RouterProcess, count: int) -> bool:
-    """Whether the router's latest route line names ``count`` other routers."""
+    """Whether the router's latest route line names ``count`` other routers
+    (hopd's ``routes:`` line; qdrouterd's ``Computed costs:`` line)."""
     text = router.log.read_text(errors="replace")
     at = text.rfind(_ROUTES)
-    if at < 0:
-        return False
-    line = text[at + len(_ROUTES):].split("\n", 1)[0]
-    return line != "none" and line.count(" via ") == count
+    if at >= 0:
+        line = text[at + len(_ROUTES):].split("\n", 1)[0]
+        return line != "none" and line.count(" via ") == count
+    costs = _QDR_COSTS.findall(text)
+    return bool(costs) and costs[-1].count(":") == count
 
 
 def _wait_converged(routers: list[RouterProcess], timeout: float) -> float:
@@ -235,12 +249,13 @@ def _wait_converged(routers: list[RouterProcess], timeout: float) -> float:
 class _Network:
     """Routers started one by one, each connecting to the ones listed."""
 
-    def __init__(self, links: list[list[int]]) -> None:
+    def __init__(self, links: list[list[int]], flavour: Flavour = HOP) -> None:
         self.routers: list[RouterProcess] = []
         try:
             for i, peers in enumerate(links):
                 ports = [self.routers[p].ports[1] for p in peers]
-                self.routers.append(RouterProcess(_interior(f"R{i}", ports), name=f"R{i}"))
+                conf = _interior(f"R{i}", ports, flavour=flavour)
+                self.routers.append(RouterProcess(conf, name=f"R{i}", flavour=flavour))
         except Exception:
             self.stop()
             raise
@@ -256,10 +271,11 @@ class _Network:
         self.stop()
 
 
-def line3(presettled: bool = False) -> Callable[[dict[str, Path], Scale], Record]:
+def line3(presettled: bool = False,
+          flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         n = scale.count
-        with _Network([[], [0], [1]]) as net:
+        with _Network([[], [0], [1]], flavour) as net:
             _wait_converged(net.routers, scale.timeout)
             first, _middle, last = net.routers
             recv = start(_recv_args(bins, f"127.0.0.1:{last.ports[0]}", "line", n))
@@ -277,10 +293,11 @@ def line3(presettled: bool = False) -> Callable[[dict[str, Path], Scale], Record
     return run
 
 
-def line3_latency(rate: int) -> Callable[[dict[str, Path], Scale], Record]:
+def line3_latency(rate: int,
+                  flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         n = max(100, int(rate * scale.latency_seconds))
-        with _Network([[], [0], [1]]) as net:
+        with _Network([[], [0], [1]], flavour) as net:
             _wait_converged(net.routers, scale.timeout)
             recv = start(_recv_args(bins, f"127.0.0.1:{net.routers[2].ports[0]}", "lat3", n))
             time.sleep(2.5)
@@ -311,3 +328,25 @@ SCENARIOS += [
     Scenario(name="mesh-convergence", kind="scale", run=mesh_convergence,
              description="link-state convergence of a full mesh of routers"),
 ]
+
+
+def compared(flavour: Flavour) -> list[Scenario]:
+    """The same runs on another router program, named ``<flavour>:<scenario>``,
+    to be run side by side with Hop's in the same rounds."""
+    return [
+        Scenario(name=f"{flavour.name}:router-100", kind="throughput",
+                 run=one_router(100, False, flavour),
+                 description=f"{flavour.name}, one router, 100 B, unsettled"),
+        Scenario(name=f"{flavour.name}:router-100-presettled", kind="throughput",
+                 run=one_router(100, True, flavour),
+                 description=f"{flavour.name}, one router, 100 B, pre-settled"),
+        Scenario(name=f"{flavour.name}:line3-100", kind="throughput",
+                 run=line3(False, flavour),
+                 description=f"{flavour.name}, 3-router line, 100 B, unsettled"),
+        Scenario(name=f"{flavour.name}:latency-1000", kind="latency",
+                 run=latency(1000, flavour),
+                 description=f"{flavour.name}, one router, 1,000 msg/s, 100 B"),
+        Scenario(name=f"{flavour.name}:latency-1000-line3", kind="latency",
+                 run=line3_latency(1000, flavour),
+                 description=f"{flavour.name}, 3-router line, 1,000 msg/s, 100 B"),
+    ]

@@ -2,7 +2,7 @@
  * hop-recv: AMQP 1.0 load generator (receiving side) for the Hop benchmarks.
  *
  *   hop-recv URL ADDRESS [--count N] [--credit W] [--listen]
- *                        [--timeout SECS] [--no-sasl]
+ *                        [--timeout SECS] [--idle SECS] [--no-sasl]
  *
  * Receives N messages, accepting (and settling) each one.  The last 8 bytes
  * of every delivery are the sender's CLOCK_MONOTONIC timestamp in
@@ -43,6 +43,7 @@ typedef struct {
     uint64_t window;
     bool listen;
     double timeout_s;
+    double idle_s;            /* 0: wait for every message */
     bool no_sasl;
     uint32_t max_frame;       /* 0: proton's default (no limit) */
 
@@ -77,13 +78,15 @@ typedef struct {
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: %s URL ADDRESS [--count N] [--credit W] [--listen] [--timeout SECS]\n"
+            "usage: %s URL ADDRESS [--count N] [--credit W] [--listen] [--timeout SECS] [--idle SECS]\n"
             "                [--no-sasl] [--max-frame BYTES]\n"
             "  URL        amqp://HOST:PORT or HOST:PORT\n"
             "  --count    stop after N messages (default 100000)\n"
             "  --credit   credit window (default 1000), topped up when half is used\n"
             "  --listen   listen on URL and take the link a sender attaches\n"
             "  --timeout  give up after SECS seconds (default 60)\n"
+            "  --idle     stop, as done, once SECS pass with no message after the\n"
+            "             first (for a router that may drop pre-settled messages)\n"
             "  --no-sasl  skip the SASL layer when connecting (default: SASL ANONYMOUS)\n"
             "  --max-frame  largest frame the peer may send us (default: no limit)\n",
             prog);
@@ -119,6 +122,8 @@ static void parse_args(receiver_t *r, int argc, char **argv)
             r->max_frame = (uint32_t)mf;
         } else if (hop_opt_value(prog, argc, argv, &i, "--timeout", &v)) {
             r->timeout_s = hop_parse_double(prog, "--timeout", v);
+        } else if (hop_opt_value(prog, argc, argv, &i, "--idle", &v)) {
+            r->idle_s = hop_parse_double(prog, "--idle", v);
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
             usage();
@@ -402,6 +407,10 @@ static void handle(receiver_t *r, pn_event_t *e)
     case PN_PROACTOR_TIMEOUT:
         if (r->giving_up) {
             r->finished = true;         /* the grace period is over */
+        } else if (r->idle_s > 0 && r->received > 0 && !r->done
+                   && hop_now_ns() - r->last >= (uint64_t)(r->idle_s * 1e9)) {
+            r->done = true;             /* the rest is not coming */
+            close_connection(r);
         } else if (hop_now_ns() >= r->deadline) {
             if (r->done) {
                 fprintf(stderr, "%s: warning: the peer did not close the connection\n", prog);
@@ -422,6 +431,9 @@ static void handle(receiver_t *r, pn_event_t *e)
             }
         } else {
             uint64_t left = r->deadline - hop_now_ns();
+            if (r->idle_s > 0 && left > (uint64_t)(r->idle_s * 1e9)) {
+                left = (uint64_t)(r->idle_s * 1e9);
+            }
             pn_proactor_set_timeout(r->proactor, (pn_millis_t)(left / 1000000u + 1));
         }
         break;
@@ -539,6 +551,9 @@ int main(int argc, char **argv)
     r.proactor = pn_proactor();
     r.deadline = hop_now_ns() + (uint64_t)(r.timeout_s * 1e9);
     uint64_t ms = (uint64_t)(r.timeout_s * 1000.0) + 1;
+    if (r.idle_s > 0 && r.idle_s < r.timeout_s) {
+        ms = (uint64_t)(r.idle_s * 1000.0) + 1;   /* look for idleness every idle_s */
+    }
     pn_proactor_set_timeout(r.proactor, (pn_millis_t)(ms > 0x7fffffffu ? 0x7fffffffu : ms));
 
     if (r.listen) {
