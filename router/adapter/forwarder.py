@@ -197,8 +197,14 @@ class Forwarder(RemoteForwarding):
             record = self._anonymous_record(d, il, info, ann)
             if record is None:
                 return
-        if record.remotes or il.transit:
+        if il.transit:
+            self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
+        if record.remotes:
             self._route_network(d, il, data, record, info, ann)
+            return
+        # Only local consumers: the last router of a network path, or one router.
+        if ann is not None and ann.trace and self._looping(il, ann):
+            self._no_destination(d, il)
             return
         consumers = record.consumers
         if not consumers:
@@ -206,7 +212,10 @@ class Forwarder(RemoteForwarding):
             return
         dist = record.distribution
         if dist is _MULTICAST:
-            self._multicast(d, il, data, consumers)
+            if ann is not None:  # each copy stripped as its connection wants
+                self._route_network(d, il, data, record, info, ann)
+            else:
+                self._multicast(d, il, data, consumers)
             return
         if len(consumers) == 1:
             ol = consumers[0]
@@ -223,6 +232,9 @@ class Forwarder(RemoteForwarding):
         else:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
+        if ann is not None:
+            assert info is not None
+            data, keys = self._local_copy(ol, data, info, ann)
         if ol.credit > 0 and not ol.queue:
             self._transmit(ol, data, ref, keys)
         else:

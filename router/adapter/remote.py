@@ -70,6 +70,16 @@ class RemoteForwarding(Settling):
             return strip_router_annotations(data, info), False
         return data, True
 
+    def _looping(self, il: InLink, ann: RouterAnnotations) -> bool:
+        """The loop guard (reference 5.3 step 7): more hops in the trace than
+        the network's radius allows."""
+        network = self.router.network
+        trace = ann.trace
+        if network is None or trace is None or len(trace) <= network.routes.radius + 1:
+            return False
+        log.debug("%r: released by the loop guard, trace %s", il, trace)
+        return True
+
     def _control(self, il: InLink, data: bytes) -> None:
         """A message on a router-control link: the routing protocol's."""
         self.credit_dirty.add(il)
@@ -98,8 +108,6 @@ class RemoteForwarding(Settling):
         (reference 5.3 steps 6-8, 5.4)."""
         network = self.router.network
         assert network is not None
-        if il.transit:
-            self.credit_dirty.add(il)  # transit credit comes back on forwarding (5.2)
         if info is None:
             try:
                 info = scan(data)
@@ -107,9 +115,7 @@ class RemoteForwarding(Settling):
                 self._finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
         if ann is not None:
-            trace = ann.trace
-            if trace and len(trace) > network.routes.radius + 1:
-                log.debug("%r: released by the loop guard, trace %s", il, trace)
+            if ann.trace and self._looping(il, ann):
                 self._no_destination(d, il)
                 return
             origin = ann.origin
