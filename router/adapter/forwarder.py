@@ -106,13 +106,19 @@ class Forwarder(RemoteForwarding):
     def incoming(self, d: Any, il: InLink) -> None:
         """A PN_DELIVERY event on a router-incoming link."""
         n = pn_delivery_pending(d)
-        if n == 0 or pn_delivery_partial(d) or pn_delivery_aborted(d) or il.partial is not None:
+        if n == 0 or pn_delivery_partial(d) or il.partial is not None:
             # Rare: an update to a delivery already taken (nothing pending,
-            # not readable), an empty transfer, or a multi-frame/aborted one.
+            # not readable), an empty transfer, or a multi-frame one.
             if not pn_delivery_readable(d):
                 if pn_delivery_settled(d):
                     self._producer_settled(d, il)
                 return
+            self._incoming_in_pieces(d, il)
+            return
+        # proton marks an aborted transfer settled (and complete), so only a
+        # settled one needs the abort check.
+        settled = pn_delivery_settled(d)
+        if settled and pn_delivery_aborted(d):
             self._incoming_in_pieces(d, il)
             return
         lptr = il.handle
@@ -120,12 +126,11 @@ class Forwarder(RemoteForwarding):
             self._grow(n)
         pn_link_recv(lptr, self._cbuf, n)
         data = self._view[:n].tobytes()
-        if pn_delivery_settled(d):
-            pn_link_advance(lptr)
+        pn_link_advance(lptr)
+        if settled:
             pn_delivery_settle(d)
             self.route(None, il, data)
         else:
-            pn_link_advance(lptr)
             self.route(d, il, data)
 
     def _incoming_in_pieces(self, d: Any, il: InLink) -> None:
