@@ -173,7 +173,8 @@ class Forwarder(RemoteForwarding):
         # carries router annotations, or its address or the network matter.
         info: MessageInfo | None = None
         ann: RouterAnnotations | None = None
-        keys = may_have_router_keys(data)
+        # Messages from another router nearly always carry router keys: scan at once.
+        keys = il.transit or may_have_router_keys(data)
         if keys:
             try:
                 info = scan(data)
