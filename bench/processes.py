@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 _LISTENING = re.compile(r"Listening on ([0-9.]+):(\d+)")
+_LISTENER_PORT = re.compile(r"listener \{[^}]*?\bport: (\d+)")
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -100,7 +101,10 @@ class RouterProcess:
                 raise RuntimeError(f"{flavour.name} did not start:\n{text[-3000:]}")
             time.sleep(0.01)
         self.startup_s = time.perf_counter() - started
-        self.ports = ports
+        # A program given its ports may log its listeners in any order: the
+        # conf's order is the one callers index.
+        self.ports = ports if flavour.port_zero else [
+            int(port) for port in _LISTENER_PORT.findall(conf_text)]
 
     @property
     def url(self) -> str:
