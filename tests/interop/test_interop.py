@@ -8,7 +8,6 @@ attachment, all pumped together by ``tests.system.clients.wait_all``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from tests.system.test_network import (
     address_conf,
     collect_for,
     collect_until,
+    probe_until_reached,
     route_of,
     settle_all,
     take,
@@ -129,21 +129,8 @@ def test_multicast_reaches_every_consumer_on_both_kinds_exactly_once(
     receivers = {name: c.create_receiver("mc.interop", credit=100)
                  for name, c in consumers.items()}
     sender = sender_with_credit(conns, producer, "mc.interop")
+    probe_until_reached(conns, receivers, sender, 30)
     got: dict[str, list[Any]] = {name: [] for name in receivers}
-
-    # The producer's router learns the remote consumers by mobile-address
-    # sync; probe until every consumer has seen a copy, then let the probes
-    # settle and forget them.
-    probes: list[Delivery] = []
-    deadline = time.monotonic() + 30
-    while not all(any(isinstance(b, str) for b in bodies) for bodies in got.values()):
-        assert time.monotonic() < deadline, f"probes did not reach every consumer: {got}"
-        probes.append(sender.link.send(Message(body=f"probe {len(probes)}")))
-        collect_for(conns, receivers, got, 0.3)
-    collect_until(conns, receivers, got, lambda: all(p.settled for p in probes),
-                  ARRIVAL_TIMEOUT_S, "probes settled")
-    collect_for(conns, receivers, got, 1.0)
-    got = {name: [] for name in receivers}
 
     sent = [rich_message(producer_kind, i, binary=False) for i in range(30)]
     deliveries = [sender.link.send(m) for m in sent]

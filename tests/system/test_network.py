@@ -106,6 +106,24 @@ def collect_for(conns: list[BlockingConnection], receivers: Mapping[str, Blockin
     collect_until(conns, receivers, into, lambda: time.monotonic() > deadline, seconds + 5)
 
 
+def probe_until_reached(conns: list[BlockingConnection],
+                        receivers: Mapping[str, BlockingReceiver], sender: BlockingSender,
+                        timeout: float) -> None:
+    """Send probes until every receiver has had one (the producer's router
+    learns remote consumers by mobile-address sync), let them settle, then
+    drain what is left so the next messages start clean."""
+    got: dict[str, list[Any]] = {name: [] for name in receivers}
+    probes: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    while not all(any(isinstance(b, str) for b in bodies) for bodies in got.values()):
+        assert time.monotonic() < deadline, f"probes did not reach every consumer: {got}"
+        probes.append(sender.link.send(Message(body=f"probe {len(probes)}")))
+        collect_for(conns, receivers, got, 0.3)
+    collect_until(conns, receivers, got, lambda: all(p.settled for p in probes),
+                  timeout, "probes settled")
+    collect_for(conns, receivers, got, 1.0)  # a mobile-sync tick: the others learn too
+
+
 def route_of(message: Message) -> tuple[Any, Any]:
     annotations = message.annotations or {}
     return annotations.get("x-opt-qd.ingress"), annotations.get("x-opt-qd.trace")
@@ -252,20 +270,8 @@ def test_multicast_on_a_triangle_delivers_exactly_one_copy_each(
     conns = [producer, *consumers.values()]
     receivers = {r: c.create_receiver("mc.t", credit=50) for r, c in consumers.items()}
     sender = ready_sender(conns, producer, "mc.t")
+    probe_until_reached(conns, receivers, sender, 15)
     got: dict[str, list[Any]] = {r: [] for r in "ABC"}
-
-    # A learns each remote consumer by mobile-address sync; probe until every
-    # consumer has seen a copy, then let the probes settle and forget them.
-    probes: list[Delivery] = []
-    deadline = time.monotonic() + 15
-    while not all(any(isinstance(b, str) for b in bodies) for bodies in got.values()):
-        assert time.monotonic() < deadline, f"probes did not reach every consumer: {got}"
-        probes.append(sender.link.send(Message(body=f"probe {len(probes)}")))
-        collect_for(conns, receivers, got, 0.3)
-    collect_until(conns, receivers, got, lambda: all(p.settled for p in probes),
-                  what="probes settled")
-    collect_for(conns, receivers, got, 1.0)  # a mobile-sync tick: B and C know each other too
-    got = {r: [] for r in "ABC"}
 
     deliveries = [sender.link.send(Message(body=i)) for i in range(20)]
     collect_until(conns, receivers, got, lambda: all(len(b) >= 20 for b in got.values()),
