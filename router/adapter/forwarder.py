@@ -209,7 +209,7 @@ class Forwarder(RemoteForwarding):
             self._route_network(d, il, data, record, info, ann)
             return
         # Only local consumers: the last router of a network path, or one router.
-        if ann is not None and ann.trace and self._looping(il, ann):
+        if ann is not None and self._looping(il, ann):
             self._no_destination(d, il)
             return
         consumers = record.consumers

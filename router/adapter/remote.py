@@ -115,7 +115,7 @@ class RemoteForwarding(Settling):
                 self._finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
         if ann is not None:
-            if ann.trace and self._looping(il, ann):
+            if self._looping(il, ann):
                 self._no_destination(d, il)
                 return
             origin = ann.origin

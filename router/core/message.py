@@ -344,7 +344,7 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
             else:
                 found = data.find(_PREFIX, ma_items, pos) >= 0
             if found:
-                section = data[ma_start:pos] if type(data) is bytes else bytes(data[ma_start:pos])
+                section = _section(data, ma_start, pos)
                 router_keys = _keys_memo.get(section, _MISSING)
                 if router_keys is _MISSING:
                     router_keys = _split_keys(data, ma_start, ma_items, pos, ma_count)
