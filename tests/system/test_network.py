@@ -498,3 +498,32 @@ def test_sender_credit_follows_a_consumer_on_another_router(
     assert settle_all(conns, [delivery]) == [Delivery.ACCEPTED]
     producer.close()
     consumer.close()
+
+
+# 9 ---------------------------------------------------------------------------
+
+def test_loop_guard_releases_a_message_whose_trace_is_longer_than_the_network(
+        start_router: StartRouter) -> None:
+    """Reference 5.3 step 7: more hops in the trace than radius + 1 (here 3,
+    from the end of a line of three) is released, whether the consumer is
+    local or on another router; a shorter trace is delivered."""
+    net = start_network(start_router, LINE, unstripped=["A"])
+    producer = connect(net.unstripped_url("A"))
+    local_consumer = connect(net.url("A"))
+    remote_consumer = connect(net.url("C"))
+    conns = [producer, local_consumer, remote_consumer]
+    receivers = {"local": local_consumer.create_receiver("guard.local", credit=10),
+                 "remote": remote_consumer.create_receiver("guard.remote", credit=10)}
+    long_trace = {"x-opt-qd.trace": ["0/X1", "0/X2", "0/X3", "0/X4"]}
+    short_trace = {"x-opt-qd.trace": ["0/X1"]}
+    for where, receiver in receivers.items():
+        sender = ready_sender(conns, producer, f"guard.{where}")
+        looped = sender.link.send(Message(body="looped", annotations=dict(long_trace)))
+        fine = sender.link.send(Message(body="fine", annotations=dict(short_trace)))
+        wait_all(conns, lambda r=receiver, d=looped: r.fetcher.has_message >= 1 and d.settled,
+                 what=f"{where}: the looped message settled and the other delivered")
+        assert [take(receiver).body] == ["fine"], where
+        assert settle_all(conns, [looped, fine]) == [Delivery.RELEASED, Delivery.ACCEPTED], where
+        assert not receiver.fetcher.has_message, where
+    for conn in conns:
+        conn.close()
