@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from proton import Condition, Delivery, Message, symbol
+from proton import Delivery, Message, symbol
 from proton.utils import BlockingConnection, BlockingSender
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork
@@ -21,6 +21,7 @@ from tests.system.test_network import (
     address_conf,
     collect_for,
     collect_until,
+    give_each_outcome,
     probe_until_reached,
     route_of,
     settle_all,
@@ -237,12 +238,7 @@ def test_consumer_outcomes_cross_the_mixed_hop(mixed: MakeNetwork, consumer_kind
     wait_all(conns, lambda: receiver.fetcher.has_message == 4, ARRIVAL_TIMEOUT_S,
              f"4 messages at {consumer_router}")
     assert [take(receiver, accept=False).body for _ in range(4)] == [0, 1, 2, 3]
-    rejected, _, modified, _ = list(receiver.fetcher.unsettled)
-    rejected.local.condition = Condition("app:bad-order", "order 7 is invalid", {"code": 7})
-    modified.local.failed = True
-    modified.local.undeliverable = True
-    for state in (Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED, Delivery.ACCEPTED):
-        receiver.fetcher.settle(state)  # settles the oldest held delivery
+    give_each_outcome(receiver)
     assert settle_all(conns, deliveries) == [Delivery.REJECTED, Delivery.RELEASED,
                                              Delivery.MODIFIED, Delivery.ACCEPTED]
     condition = deliveries[0].remote.condition

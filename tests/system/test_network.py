@@ -124,6 +124,21 @@ def probe_until_reached(conns: list[BlockingConnection],
     collect_for(conns, receivers, got, 1.0)  # a mobile-sync tick: the others learn too
 
 
+def give_each_outcome(receiver: BlockingReceiver,
+                      annotations: dict[Any, Any] | None = None) -> None:
+    """Settle the four deliveries ``receiver`` holds, oldest first, as REJECTED
+    (with a condition), RELEASED, MODIFIED (failed, undeliverable, with
+    ``annotations``) and ACCEPTED."""
+    rejected, _, modified, _ = list(receiver.fetcher.unsettled)
+    rejected.local.condition = Condition("app:bad-order", "order 7 is invalid", {"code": 7})
+    modified.local.failed = True
+    modified.local.undeliverable = True
+    if annotations is not None:
+        modified.local.annotations = annotations
+    for state in (Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED, Delivery.ACCEPTED):
+        receiver.fetcher.settle(state)  # settles the oldest held delivery
+
+
 def route_of(message: Message) -> tuple[Any, Any]:
     annotations = message.annotations or {}
     return annotations.get("x-opt-qd.ingress"), annotations.get("x-opt-qd.trace")
@@ -296,13 +311,7 @@ def test_consumer_outcomes_cross_two_hops(start_router: StartRouter) -> None:
     wait_all(conns, lambda: receiver.fetcher.has_message == 4, what="4 messages on C")
     for _ in range(4):
         take(receiver, accept=False)
-    rejected, _, modified, _ = list(receiver.fetcher.unsettled)
-    rejected.local.condition = Condition("app:bad-order", "order 7 is invalid", {"code": 7})
-    modified.local.failed = True
-    modified.local.undeliverable = True
-    modified.local.annotations = {symbol("retry-after"): 5}
-    for state in (Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED, Delivery.ACCEPTED):
-        receiver.fetcher.settle(state)  # settles the oldest held delivery
+    give_each_outcome(receiver, {symbol("retry-after"): 5})
     assert settle_all(conns, deliveries) == [Delivery.REJECTED, Delivery.RELEASED,
                                              Delivery.MODIFIED, Delivery.ACCEPTED]
     condition = deliveries[0].remote.condition
