@@ -3,6 +3,7 @@
 Pure: imports only the standard library and attrs.
 """
 
+from addressing.containers import RouteContainer, serves
 from addressing.errors import AddressError
 from addressing.forwarding import Consumer, choose_balanced, choose_closest
 from addressing.keys import (
@@ -30,6 +31,7 @@ __all__ = [
     "Direction",
     "Distribution",
     "PatternTable",
+    "RouteContainer",
     "RoutingKey",
     "choose_balanced",
     "choose_closest",
@@ -39,5 +41,6 @@ __all__ = [
     "parse_key",
     "prefix_pattern",
     "routing_key",
+    "serves",
     "strip_address",
 ]

@@ -119,7 +119,8 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
                           "hello_max_age_s": r.hello_max_age_seconds,
                           "ra_interval_s": r.ra_interval_seconds,
                           "ra_interval_flux_s": r.ra_interval_flux_seconds,
-                          "remote_ls_max_age_s": r.remote_ls_max_age_seconds})
+                          "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
+                  auto_links=cfg.auto_links)
     engine = Engine(router=core, router_id=router_id,
                     listeners=[_listener_settings(s) for s in cfg.listeners],
                     connectors=[_connector_settings(s) for s in cfg.connectors])

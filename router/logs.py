@@ -37,7 +37,7 @@ _NAMES = {v: k for k, v in LEVELS.items()}
 MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "ROUTER": ("router",),
     "ROUTER_CORE": ("router.core", "router.adapter.engine", "router.adapter.endpoints",
-                    "router.adapter.forwarder"),
+                    "router.adapter.forwarder", "autolink", "linkroute"),
     "ROUTER_HELLO": ("router.core.routing.hello",),
     "ROUTER_LS": ("router.core.routing.linkstate", "router.core.routing.paths"),
     "ROUTER_MA": ("router.core.routing.mobile",),
@@ -47,7 +47,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "CONN_MGR": ("router.adapter.connectors",),
     "POLICY": ("router.core.policy",),
     "PROTOCOL": ("router.adapter.protocol",),
-    "DEFAULT": ("addressing", "linkroute", "autolink", "conf"),
+    "DEFAULT": ("addressing", "conf"),
 }
 MODULES = (
     "ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "MESSAGE", "SERVER",

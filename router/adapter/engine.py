@@ -32,22 +32,12 @@ from router.adapter.connections import (
     Settings,
     open_properties,
     symbols,
-    token,
-)
-from router.adapter.endpoints import (
-    ROUTER_CONTROL,
-    ROUTER_DATA,
-    attach,
-    capabilities,
-    close_link,
-    open_router_link,
-    remote_condition,
-    router_link,
 )
 from router.adapter.forwarder import Forwarder
+from router.adapter.lifecycle import Lifecycle
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
-from router.core import PRIORITIES, Connection, ConnectionId, InLink, OutLink, Role, Router
+from router.core import Connection, ConnectionId, InLink, OutLink, Router
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger("router.adapter.server")
@@ -56,14 +46,13 @@ _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
 _TICK_S = 1.0
 _IO_BUFFER = 65536
-_UNLIMITED_SESSION_FRAMES = 2**31 // 65536
 
 PN_DELIVERY = lib.PN_DELIVERY
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_LINK_FLOW = lib.PN_LINK_FLOW
 
 
-class Engine:
+class Engine(Lifecycle):
     """Runs the router's I/O until ``stop()``.
 
     Args:
@@ -76,6 +65,7 @@ class Engine:
     def __init__(self, *, router: Router, router_id: str, listeners: list[ListenerSettings],
                  connectors: list[ConnectorSettings] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.router = router
         self.router_id = router_id
         self.listener_settings = listeners
@@ -168,7 +158,7 @@ class Engine:
             self._tick(now)
         deadline = self.router.next_deadline()
         if deadline is not None and now >= deadline:
-            self.forwarder.apply(self.router.tick(now))
+            self.apply(self.router.tick(now))
         self.process()
 
     def _drain_wakeup(self) -> None:
@@ -213,7 +203,7 @@ class Engine:
         self._next_conn_id += 1
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
-                          strip_out=s.strip_out)
+                          strip_out=s.strip_out, name=s.name)
         transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
         transport.max_frame_size = s.max_frame_size
         transport.channel_max = max(0, min(s.max_sessions, 32768) - 1)
@@ -443,145 +433,6 @@ class Engine:
                     raise
             pop(collector)
 
-    def _touched(self, e: Any) -> None:
-        """Mark the connection of an event as having output to write."""
-        conn = self.by_connection.get(lib.pn_event_connection(e))
-        if conn is not None:
-            self.dirty.add(conn)
-
-    def _lifecycle(self, t: int, e: Any) -> None:
-        self._touched(e)
-        if t == lib.PN_CONNECTION_REMOTE_OPEN:
-            self._connection_opened(lib.pn_event_connection(e))
-        elif t == lib.PN_SESSION_REMOTE_OPEN:
-            self._session_opened(lib.pn_event_session(e))
-        elif t == lib.PN_LINK_REMOTE_OPEN:
-            self._link_opened(lib.pn_event_link(e))
-        elif t in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
-            lptr = lib.pn_event_link(e)
-            self._link_lost(lptr, "Link detached")
-            close_link(lptr)
-        elif t == lib.PN_SESSION_REMOTE_CLOSE:
-            ssn = lib.pn_event_session(e)
-            self._session_lost(ssn)
-            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
-                lib.pn_session_close(ssn)
-        elif t == lib.PN_CONNECTION_REMOTE_CLOSE:
-            cptr = lib.pn_event_connection(e)
-            if lib.pn_connection_state(cptr) & lib.PN_LOCAL_ACTIVE:
-                lib.pn_connection_close(cptr)
-        elif t == lib.PN_TRANSPORT_ERROR:
-            conn = self.by_transport.get(lib.pn_event_transport(e))
-            if conn is not None:
-                server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id,
-                                conn.peer, remote_condition(lib.pn_transport_condition(conn.tptr)))
-        elif t == lib.PN_TRANSPORT_CLOSED:
-            conn = self.by_transport.get(lib.pn_event_transport(e))
-            if conn is not None:
-                self.dirty.add(conn)
-
-    def _connection_opened(self, cptr: Any) -> None:
-        conn = self.by_connection.get(cptr)
-        if conn is None:
-            return
-        conn.opened = True
-        core = conn.core
-        core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
-        pn_conn = conn.pn_conn
-        if core.role is Role.INTER_ROUTER:
-            # The connection's cost is the larger of both sides' (reference 9.1).
-            props = pn_conn.remote_properties or {}
-            peer_cost = props.get("qd.inter-router-cost")
-            if isinstance(peer_cost, int) and peer_cost > conn.cost:
-                conn.cost = peer_cost
-        if conn.connector is None:
-            pn_conn.container = self.router_id
-            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
-            pn_conn.properties = open_properties(conn)
-            pn_conn.open()
-        elif core.role is Role.INTER_ROUTER:
-            self._open_router_links(conn)
-        t = conn.transport
-        log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
-                 "container_id=%s role=%s", core.conn_id,
-                 "out" if conn.connector else "in", conn.peer,
-                 "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
-                 t.user or "anonymous", core.container_id, core.role.value)
-
-    def _open_router_links(self, conn: Conn) -> None:
-        """The connector side attaches the control links, then one data link
-        pair per priority, each pair in a session of its own (reference 9.1)."""
-        cptr = conn.cptr
-        for capability in [ROUTER_CONTROL] + [ROUTER_DATA] * PRIORITIES:
-            ssn = lib.pn_session(cptr)
-            frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
-            lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
-            lib.pn_session_open(ssn)
-            for sender in (True, False):
-                open_router_link(ssn, f"qdlink.{token()}", sender=sender, capability=capability)
-
-    def _session_opened(self, ssn: Any) -> None:
-        if not lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
-            return
-        conn = self.by_connection.get(lib.pn_session_connection(ssn))
-        if conn is not None:
-            s = conn.settings
-            # The session's incoming window, in bytes (reference 3.2).  Unset,
-            # proton's default window is small enough to stall a fast sender
-            # for a round trip every few dozen messages; qdrouterd's default
-            # is an unlimited window, bounded in practice by link credit.
-            frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
-            lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
-        lib.pn_session_open(ssn)
-
-    def _link_opened(self, lptr: Any) -> None:
-        conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
-        if conn is None:
-            return
-        now = self.clock()
-        link: InLink | OutLink | None
-        if lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
-            # The peer answered one of our own inter-router links.
-            local = lib.pn_link_source(lptr) if lib.pn_link_is_sender(lptr) \
-                else lib.pn_link_target(lptr)
-            link, effects = router_link(self.router, conn.core, lptr, capabilities(local),
-                                        cost=conn.cost, now=now)
-        else:
-            decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
-            link = getattr(decision, "link", None)
-        if isinstance(link, (InLink, OutLink)):
-            self.links[lptr] = link
-            if isinstance(link, InLink) and not link.blocked:
-                self.forwarder.credit_dirty.add(link)
-        self.forwarder.apply(effects)
-
-    def _link_lost(self, lptr: Any, why: str) -> None:
-        link = self.links.pop(lptr, None)
-        if link is None:
-            return
-        self._forget_link(link)
-        log.info("[%r][L%d] %s", link.conn, link.link_id, why)
-        now = self.clock()
-        effects = self.router.link_detached(link, now)
-        network = self.router.network
-        if network is not None and isinstance(link, OutLink):
-            rlink = network.link_of(link.conn)
-            if rlink is not None and rlink.control is link:
-                # Losing the control link loses the neighbour (reference 9.1).
-                effects.extend(network.link_lost(link.conn, now))
-        self.forwarder.apply(effects)
-
-    def _forget_link(self, link: InLink | OutLink) -> None:
-        if isinstance(link, OutLink):
-            self.forwarder.lose_outgoing(link)
-        else:
-            self.forwarder.lose_incoming(link)
-        link.handle = None
-
-    def _session_lost(self, ssn: Any) -> None:
-        for lptr in [p for p in self.links if lib.pn_link_session(p) == ssn]:
-            self._link_lost(lptr, "Link lost")
-
     def _close(self, conn: Conn) -> None:
         """The transport is done: release everything the connection held."""
         if conn.closed:
@@ -594,7 +445,8 @@ class Engine:
             if lptr is not None:
                 self.links.pop(lptr, None)
                 self._forget_link(link)
-        self.forwarder.apply(self.router.connection_closed(core, self.clock()))
+        self._forget_connection(conn)
+        self.apply(self.router.connection_closed(core, self.clock()))
         with contextlib.suppress(OSError, ValueError):
             self.epoll.unregister(conn.fd)
         conn.sock.close()

@@ -99,7 +99,7 @@ class RemoteForwarding(Settling):
                 if effect.link.handle is not None:
                     self.unblock(effect.link)
             elif isinstance(effect, BlockSender) and effect.link.handle is not None:
-                self.block(effect.link)
+                self.block(effect.link, effect.drain)
 
     def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
                        info: MessageInfo | None, ann: RouterAnnotations | None) -> None:

@@ -268,10 +268,12 @@ class Settling:
 
     # -- credit ---------------------------------------------------------------------
 
-    def block(self, il: InLink) -> None:
-        """The sender's address lost its last destination: drain its credit."""
-        lib.pn_link_drain(il.handle, 0)
-        self.dirty.add(il.conn.handle)
+    def block(self, il: InLink, drain: bool = True) -> None:
+        """The sender's address lost its last destination: no more credit, and
+        with ``drain`` the sender is asked to give back what it has."""
+        if drain:
+            lib.pn_link_drain(il.handle, 0)
+            self.dirty.add(il.conn.handle)
 
     def unblock(self, il: InLink) -> None:
         """The sender's address has a destination again."""

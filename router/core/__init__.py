@@ -6,6 +6,7 @@ that reads and rewrites router annotations on encoded messages.
 """
 
 from router.core.effects import (
+    AttachAutoLink,
     AttachRefused,
     BlockSender,
     CreditEffect,
@@ -47,6 +48,7 @@ __all__ = [
     "UNAVAILABLE",
     "AddressRecord",
     "AnnotationEncoder",
+    "AttachAutoLink",
     "AttachRefused",
     "BlockSender",
     "Connection",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import attrs
 
-from router.core.records import InLink, OutLink, RouterLink
+from autolink import AutoLink
+from router.core.records import Connection, InLink, OutLink, RouterLink
 
 
 @attrs.frozen(kw_only=True)
@@ -52,9 +53,11 @@ class UnblockSender:
 
 @attrs.frozen(kw_only=True)
 class BlockSender:
-    """The sender's address lost its last destination: withdraw credit (drain)."""
+    """The sender's address lost its last destination: give no more credit,
+    and with ``drain`` ask the sender to give back what it has (reference 5.2)."""
 
     link: InLink
+    drain: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -66,5 +69,18 @@ class SendFrame:
     data: bytes
 
 
+@attrs.frozen(kw_only=True)
+class AttachAutoLink:
+    """Attach an auto-link's link on ``conn``: a sender whose target is
+    ``address`` (``out``), else a receiver whose source is ``address``; the
+    other terminus empty (reference 8.1).  The answer goes to
+    ``Router.autolink_attached``."""
+
+    autolink: AutoLink[Connection]
+    conn: Connection
+    sender: bool
+    address: str
+
+
 CreditEffect = UnblockSender | BlockSender
-Effect = UnblockSender | BlockSender | SendFrame
+Effect = UnblockSender | BlockSender | SendFrame | AttachAutoLink

@@ -21,7 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from router.core.effects import BlockSender, Effect, SendFrame, UnblockSender
+from router.core.destinations import senders_changed
+from router.core.effects import Effect, SendFrame
 from router.core.message import AnnotationEncoder, decode_annotations, scan
 from router.core.records import AddressRecord, Connection, RemoteTarget, RouterLink
 from router.core.routing import (
@@ -310,7 +311,6 @@ class Network:
     def _retarget(self, record: AddressRecord) -> list[Effect]:
         """Recompute the remote destinations of a record; credit effects when it
         gains its first or loses its last destination."""
-        had = record.has_destination
         old = {t.router_id: t for t in record.remotes}
         targets = []
         for router_id in sorted(self.remote.get(record.key, ())):
@@ -331,16 +331,7 @@ class Network:
             record.closest_remotes = [t for t in targets if t.cost == lowest]
         else:
             record.closest_remotes = []
-        has = record.has_destination
-        if has and not had:
-            for sender in record.senders:
-                sender.blocked = False
-            return [UnblockSender(link=s) for s in record.senders]
-        if had and not has:
-            for sender in record.senders:
-                sender.blocked = True
-            return [BlockSender(link=s) for s in record.senders]
-        return []
+        return senders_changed(record)
 
     def valid_origin(self, target: RemoteTarget, origin: str | None) -> bool:
         return origin is None or origin == self.router_id or self.routes.is_valid_origin(

@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 from addressing import Distribution
+from autolink import AutoLink
 from router.core.ids import ConnectionId, LinkId
 
 PRIORITIES = 10
@@ -39,6 +40,7 @@ class Connection:
         "handle",
         "in_links",
         "link_capacity",
+        "name",
         "out_links",
         "role",
         "strip_in",
@@ -54,6 +56,7 @@ class Connection:
         strip_in: bool = True,
         strip_out: bool = True,
         container_id: str = "",
+        name: str | None = None,
         handle: Any = None,
     ) -> None:
         self.conn_id = conn_id
@@ -62,6 +65,9 @@ class Connection:
         self.strip_in = strip_in
         self.strip_out = strip_out
         self.container_id = container_id
+        # The configured name of the listener or connector it came through
+        # (route-container matching, reference 3.5); None when not given.
+        self.name = name
         self.handle = handle
         self.in_links: dict[LinkId, InLink] = {}
         self.out_links: dict[LinkId, OutLink] = {}
@@ -76,11 +82,13 @@ class AddressRecord:
     ``consumers`` are the router-outgoing links bound to the key, in the
     order balanced/closest rotate through.  ``senders`` are the targeted
     router-incoming links bound to it (they get credit only while the
-    record has a destination).
+    record has a destination).  An address with ``enableFallback`` has a
+    companion record ``MF<address>``: ``fallback`` on the primary,
+    ``primary`` on the companion (reference 4.7).
     """
 
-    __slots__ = ("address", "closest_remotes", "consumers", "distribution", "key", "priority",
-                 "remotes", "senders")
+    __slots__ = ("address", "closest_remotes", "consumers", "distribution", "fallback", "key",
+                 "primary", "priority", "remotes", "senders")
 
     def __init__(
         self, key: str, address: str, distribution: Distribution, priority: int | None = None
@@ -95,6 +103,8 @@ class AddressRecord:
         # kept by ``router.core.network``), and the cheapest of them.
         self.remotes: list[Any] = []
         self.closest_remotes: list[Any] = []
+        self.fallback: AddressRecord | None = None
+        self.primary: AddressRecord | None = None
 
     @property
     def has_destination(self) -> bool:
@@ -104,6 +114,16 @@ class AddressRecord:
     def in_use(self) -> bool:
         """Local links use the record (remote routers may keep it too)."""
         return bool(self.consumers or self.senders)
+
+    def may_feed(self, sender: InLink) -> bool:
+        """Whether ``sender`` gets credit (reference 5.2, 4.7): the address has
+        a destination, or its fallback has one and the sender is not itself
+        a fallback link (whose messages must not go back where they came from).
+        """
+        if self.consumers or self.remotes:
+            return True
+        fallback = self.fallback
+        return fallback is not None and not sender.fallback and fallback.has_destination
 
     def __repr__(self) -> str:
         return f"AddressRecord({self.key!r}, {self.distribution.value})"
@@ -119,9 +139,11 @@ class InLink:
 
     __slots__ = (
         "address",
+        "autolink",
         "blocked",
         "conn",
         "control",
+        "fallback",
         "handle",
         "link_id",
         "name",
@@ -143,6 +165,8 @@ class InLink:
         address: str | None,
         record: AddressRecord | None,
         phase: int = 0,
+        fallback: bool = False,
+        autolink: AutoLink[Connection] | None = None,
         handle: Any = None,
     ) -> None:
         self.link_id = link_id
@@ -152,8 +176,13 @@ class InLink:
         self.record = record
         self.phase = phase
         self.handle = handle
+        # A fallback producer (capability qd.fallback, or a fallback in
+        # auto-link): never redirected to the fallback (reference 4.7).
+        self.fallback = fallback
+        # The ``autolink.AutoLink`` whose link this is, if any.
+        self.autolink = autolink
         self.window = conn.link_capacity
-        self.blocked = record is not None and not record.has_destination
+        self.blocked = record is not None and not record.may_feed(self)
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
         # Inter-router links: ``router_link`` is the connection's RouterLink;
@@ -181,6 +210,7 @@ class OutLink:
 
     __slots__ = (
         "address",
+        "autolink",
         "capacity",
         "conn",
         "credit",
@@ -203,6 +233,7 @@ class OutLink:
         address: str,
         record: AddressRecord | None,
         presettle: bool = False,
+        autolink: AutoLink[Connection] | None = None,
         handle: Any = None,
     ) -> None:
         self.link_id = link_id
@@ -212,6 +243,8 @@ class OutLink:
         self.record = record
         self.presettle = presettle
         self.handle = handle
+        # The ``autolink.AutoLink`` whose link this is, if any.
+        self.autolink = autolink
         self.capacity = conn.link_capacity
         self.credit = 0
         self.queue: deque[tuple[bytes, Transfer | Fanout | None]] = deque()

@@ -12,14 +12,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from addressing import AddressClass, AddressTable, Distribution, RoutingKey, classify
+from addressing import (
+    MAX_PHASE,
+    AddressClass,
+    AddressSpec,
+    AddressTable,
+    Direction,
+    Distribution,
+    RoutingKey,
+    classify,
+)
+from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
+from router.core.destinations import senders_changed
 from router.core.effects import (
+    AttachAutoLink,
     AttachRefused,
-    BlockSender,
+    CreditEffect,
     Effect,
     IncomingAccepted,
     OutgoingAccepted,
-    UnblockSender,
 )
 from router.core.ids import LinkId
 from router.core.network import Network
@@ -29,6 +40,7 @@ from router.core.records import (
     Connection,
     InLink,
     OutLink,
+    Role,
     RouterLink,
 )
 
@@ -36,6 +48,9 @@ log = logging.getLogger(__name__)
 
 COORDINATOR = "$coordinator"
 WAYPOINT_CAPABILITY = "qd.waypoint"
+FALLBACK_CAPABILITY = "qd.fallback"
+# x-opt-qd.phase of a message for a fallback destination: 'F' - '0' (reference 4.7).
+FALLBACK_PHASE = 22
 _KEY_CACHE_MAX = 4096
 _ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER)
 
@@ -96,6 +111,7 @@ class Router:
         interior: run the routing protocol with other routers.
         instance: this router's start time (epoch seconds), for the protocol.
         timers: the router entity's protocol intervals (``hello_interval_s``...).
+        auto_links: the configured auto-links.
     """
 
     def __init__(
@@ -108,6 +124,7 @@ class Router:
         interior: bool = False,
         instance: int = 0,
         timers: dict[str, float] | None = None,
+        auto_links: Iterable[AutoLinkSpec] = (),
     ) -> None:
         self.router_id = router_id
         self.addresses = addresses
@@ -121,38 +138,98 @@ class Router:
             self.network = Network(router_id=router_id, instance=instance, records=self.records,
                                    record_for=self._remote_record, release_record=self._release,
                                    **(timers or {}))
+        self.autolinks: AutoLinkTable[Connection] = AutoLinkTable(auto_links)
 
-    # -- attach -----------------------------------------------------------
+    # -- address records ----------------------------------------------------
 
     def _link_id(self) -> LinkId:
         self._next_link_id += 1
         return LinkId(self._next_link_id)
 
-    def _treatment(self, address: str) -> tuple[Distribution, int | None, tuple[int, int]]:
+    def _treatment(self, address: str) -> tuple[Distribution, AddressSpec | None]:
         spec = self.addresses.lookup(address)
         if spec is None:
-            return self.default_distribution, None, (0, 0)
-        return spec.distribution, spec.priority, spec.phases
+            return self.default_distribution, None
+        return spec.distribution, spec
 
     def _record(self, key: str, address: str, distribution: Distribution,
-                priority: int | None) -> AddressRecord:
+                spec: AddressSpec | None) -> AddressRecord:
+        """Find or create the record of ``key``.  An address with
+        ``enableFallback`` has its primary (``M0``) and fallback (``MF``,
+        balanced) records created and freed together (reference 4.7)."""
         record = self.records.get(key)
-        if record is None:
-            record = AddressRecord(key, address, distribution, priority)
-            self.records[key] = record
-            log.debug("address record %s created", record)
+        if record is not None:
+            return record
+        priority = spec.priority if spec is not None else None
+        if spec is None or not spec.enable_fallback or key[:2] not in ("M0", "MF"):
+            return self._new_record(key, address, distribution, priority)
+        text = key[2:]
+        primary = self.records.get("M0" + text) \
+            or self._new_record("M0" + text, address, distribution, priority)
+        fallback = self.records.get("MF" + text) \
+            or self._new_record("MF" + text, address, Distribution.BALANCED, priority)
+        primary.fallback, fallback.primary = fallback, primary
+        return primary if key[1] == "0" else fallback
+
+    def _new_record(self, key: str, address: str, distribution: Distribution,
+                    priority: int | None) -> AddressRecord:
+        record = AddressRecord(key, address, distribution, priority)
+        self.records[key] = record
+        log.debug("address record %s created", record)
         return record
 
     def _bind(self, key: RoutingKey, address: str, distribution: Distribution,
-              priority: int | None) -> AddressRecord | None:
+              spec: AddressSpec | None) -> AddressRecord | None:
         """The record a link to ``address`` binds to: mobile addresses take
         their treatment, local ones (dynamic, ``_local/``) are balanced, and
         other classes cannot be bound (reference 4.4)."""
         if key.cls is AddressClass.MOBILE:
-            return self._record(key.key, address, distribution, priority)
+            return self._record(key.key, address, distribution, spec)
         if key.cls is AddressClass.LOCAL:
-            return self._record(key.key, address, Distribution.BALANCED, priority)
+            return self._record(key.key, address, Distribution.BALANCED, spec)
         return None
+
+    def _release(self, record: AddressRecord) -> None:
+        """Free a record nothing uses any more (reference 4.8); a primary and
+        its fallback are freed together."""
+        pair = [r for r in (record, record.fallback, record.primary) if r is not None]
+        for rec in pair:
+            if rec.in_use or rec.remotes:
+                return
+            if self.network is not None and rec.key in self.network.remote:
+                return
+        for rec in pair:
+            if self.records.get(rec.key) is rec:
+                del self.records[rec.key]
+                log.debug("address record %s freed", rec)
+
+    def _add_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+        """Bind a router-outgoing link as a destination of ``record``."""
+        first = not record.consumers
+        record.consumers.append(link)
+        if not first:
+            return []
+        effects: list[Effect] = []
+        if self.network is not None and record.key[0] == "M":
+            effects.extend(self.network.address_added(record.key, HINTS[record.distribution],
+                                                      now))
+        effects.extend(senders_changed(record))
+        return effects
+
+    def _remove_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+        consumers = record.consumers
+        if link not in consumers:
+            return []
+        consumers.remove(link)
+        if consumers:
+            return []
+        effects: list[Effect] = []
+        if self.network is not None and record.key[0] == "M":
+            effects.extend(self.network.address_removed(record.key, now))
+        effects.extend(senders_changed(record))
+        return effects
+
+    # -- attach -----------------------------------------------------------
 
     def incoming_link_attached(
         self,
@@ -175,18 +252,20 @@ class Router:
                           handle=handle)
             conn.in_links[link.link_id] = link
             return IncomingAccepted(link=link, address=None)
-        distribution, priority, (ingress, _) = self._treatment(address)
+        distribution, spec = self._treatment(address)
+        ingress = spec.phases[0] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             ingress = ordinal
         if distribution is Distribution.UNAVAILABLE:
             return NOT_FOUND
         key = classify(address, router_id=self.router_id, phase=ingress)
-        record = self._bind(key, address, distribution, priority)
+        record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE
         link = InLink(self._link_id(), conn, name=name, address=address, record=record,
-                      phase=ingress, handle=handle)
+                      phase=ingress, fallback=FALLBACK_CAPABILITY in capabilities,
+                      handle=handle)
         record.senders.append(link)
         conn.in_links[link.link_id] = link
         return IncomingAccepted(link=link, address=address)
@@ -203,86 +282,133 @@ class Router:
         handle: object = None,
         now: float = 0.0,
     ) -> tuple[OutgoingAccepted | AttachRefused, list[Effect]]:
-        """A client receiver attached: bind it as a consumer (reference 5.1 step 5-7)."""
+        """A client receiver attached: bind it as a consumer (reference 5.1
+        step 5-7); with capability ``qd.fallback``, as a fallback destination."""
         if dynamic:
             address = f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
         if not address:
             return NO_ROUTE, []
-        distribution, priority, (_, egress) = self._treatment(address)
+        distribution, spec = self._treatment(address)
+        egress = spec.phases[1] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             egress = ordinal - 1
         if distribution is Distribution.UNAVAILABLE and not dynamic:
             return NOT_FOUND, []
-        key = classify(address, router_id=self.router_id, phase=egress)
-        record = self._bind(key, address, distribution, priority)
+        key = classify(address, router_id=self.router_id, phase=egress,
+                       fallback=FALLBACK_CAPABILITY in capabilities)
+        record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record,
                        presettle=presettle, handle=handle)
-        effects: list[Effect] = []
-        if not record.consumers:
-            effects = [UnblockSender(link=s) for s in record.senders if s.blocked]
-            for sender in record.senders:
-                sender.blocked = False
-            if self.network is not None and key.cls is AddressClass.MOBILE:
-                effects.extend(self.network.address_added(key.key, HINTS[distribution], now))
-        record.consumers.append(link)
         conn.out_links[link.link_id] = link
-        return OutgoingAccepted(link=link, address=address), effects
+        return OutgoingAccepted(link=link, address=address), self._add_consumer(record, link,
+                                                                                now)
 
     # -- detach -----------------------------------------------------------
 
-    def link_detached(self, link: InLink | OutLink, now: float = 0.0) -> list[Effect]:
-        """Unbind a link.  The adapter has already settled its deliveries."""
+    def link_detached(self, link: InLink | OutLink, now: float = 0.0,
+                      error: str = "") -> list[Effect]:
+        """Unbind a link.  The adapter has already settled its deliveries.
+
+        For an auto-link's link, ``error`` is why the peer detached it: the
+        auto-link fails and is attached again later (reference 8.1).
+        """
         effects: list[Effect] = []
         record = link.record
         if isinstance(link, OutLink):
             link.conn.out_links.pop(link.link_id, None)
-            if link.record is not None and link in link.record.consumers:
-                consumers = link.record.consumers
-                consumers.remove(link)
-                if not consumers:
-                    effects.extend(self._last_consumer_left(link.record, now))
+            if record is not None:
+                effects.extend(self._remove_consumer(record, link, now))
         else:
             link.conn.in_links.pop(link.link_id, None)
             if record is not None and link in record.senders:
                 record.senders.remove(link)
         if record is not None:
             self._release(record)
+        autolink = link.autolink
+        if autolink is not None and autolink.link_id == link.link_id:
+            self.autolink_detached(autolink, error, now)
         return effects
-
-    def _last_consumer_left(self, record: AddressRecord, now: float) -> list[Effect]:
-        effects: list[Effect] = []
-        if self.network is not None and record.key[0] == "M":
-            effects.extend(self.network.address_removed(record.key, now))
-        if not record.has_destination:
-            for sender in record.senders:
-                if not sender.blocked:
-                    sender.blocked = True
-                    effects.append(BlockSender(link=sender))
-        return effects
-
-    def _release(self, record: AddressRecord) -> None:
-        """Free a record nothing uses any more (reference 4.8)."""
-        if record.in_use or record.remotes:
-            return
-        if self.network is not None and record.key in self.network.remote:
-            return
-        if self.records.get(record.key) is record:
-            del self.records[record.key]
-            log.debug("address record %s freed", record)
 
     def connection_closed(self, conn: Connection, now: float = 0.0) -> list[Effect]:
-        """Unbind every link of a connection that went away."""
+        """Unbind every link of a connection that went away; its auto-links go
+        inactive, or move to another connection serving them."""
         effects: list[Effect] = []
         links: list[InLink | OutLink] = [*conn.in_links.values(), *conn.out_links.values()]
         for link in links:
+            if link.autolink is not None:
+                link.autolink = None  # its auto-link goes inactive, not failed
             effects.extend(self.link_detached(link, now))
         if self.network is not None:
             effects.extend(self.network.link_lost(conn, now))
-        return [e for e in effects
-                if not isinstance(e, (BlockSender, UnblockSender)) or e.link.conn is not conn]
+        if conn.role is Role.ROUTE_CONTAINER:
+            for autolink in self.autolinks.connection_closed(conn):
+                effects.append(self._attach_autolink(autolink))
+        return [e for e in effects if not isinstance(e, CreditEffect) or e.link.conn is not conn]
+
+    # -- route-container connections and auto-links (reference 3.5, 8) --------
+
+    def connection_opened(self, conn: Connection, now: float = 0.0) -> list[Effect]:
+        """A connection opened; a route-container connection gets the
+        auto-links it serves attached."""
+        if conn.role is not Role.ROUTE_CONTAINER:
+            return []
+        return [self._attach_autolink(al) for al in self.autolinks.connection_opened(conn)]
+
+    def _attach_autolink(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
+        conn = autolink.peer
+        assert conn is not None
+        spec = autolink.spec
+        where = (f"connection {spec.connection}" if spec.connection is not None
+                 else f"container {spec.container_id}")
+        log.info("Auto Link Activated '%s' on %s", autolink.label, where)
+        return AttachAutoLink(autolink=autolink, conn=conn,
+                              sender=spec.direction is Direction.OUT,
+                              address=autolink.external_address)
+
+    def autolink_attached(self, autolink: AutoLink[Connection], *, name: str,
+                          address: str | None, handle: object, now: float = 0.0
+                          ) -> tuple[InLink | OutLink | None, list[Effect]]:
+        """The container answered an auto-link's attach with terminus ``address``
+        (target of an ``out`` link, source of an ``in`` link).
+
+        Returns the link bound to the auto-link's address, or None when the
+        answer has no address (the container is expected to detach it).
+        """
+        conn = autolink.peer
+        assert conn is not None
+        link_id = self._link_id()
+        if not autolink.replied(bool(address), link_id):
+            return None, []
+        spec = autolink.spec
+        phase = spec.effective_phase
+        distribution, aspec = self._treatment(spec.address)
+        if distribution is Distribution.UNAVAILABLE:
+            distribution = Distribution.BALANCED
+        key = classify(spec.address, router_id=self.router_id, phase=phase,
+                       fallback=spec.fallback and spec.direction is Direction.OUT)
+        record = self._bind(key, spec.address, distribution, aspec)
+        assert record is not None, "an auto-link address is always a mobile address"
+        if spec.direction is Direction.OUT:
+            out = OutLink(link_id, conn, name=name, address=spec.address, record=record,
+                          autolink=autolink, handle=handle)
+            conn.out_links[link_id] = out
+            return out, self._add_consumer(record, out, now)
+        link = InLink(link_id, conn, name=name, address=spec.address, record=record,
+                      phase=phase, fallback=spec.fallback, autolink=autolink, handle=handle)
+        record.senders.append(link)
+        conn.in_links[link_id] = link
+        return link, []
+
+    def autolink_detached(self, autolink: AutoLink[Connection], error: str,
+                          now: float = 0.0) -> None:
+        """The container detached (or refused) an auto-link: it has failed and is
+        attached again when its retry is due.  Its link, if it had one, has
+        been unbound with ``link_detached``."""
+        autolink.detached(error, now)
+        log.info("Auto Link Activation Failed. %s", error or "detached by the peer")
 
     # -- the network -----------------------------------------------------------
 
@@ -296,9 +422,9 @@ class Router:
         if key[0] != "M" or len(key) < 3:
             return None  # link-route and edge keys come with their issues
         address = key[2:]
-        spec = self.addresses.lookup(address)
-        if spec is not None and spec.distribution is not Distribution.UNAVAILABLE:
-            return self._record(key, address, spec.distribution, spec.priority)
+        distribution, spec = self._treatment(address)
+        if spec is not None and distribution is not Distribution.UNAVAILABLE:
+            return self._record(key, address, distribution, spec)
         distribution = _FROM_HINT.get(hint, self.default_distribution)
         if distribution is Distribution.UNAVAILABLE:
             distribution = Distribution.BALANCED
@@ -355,10 +481,17 @@ class Router:
         return link
 
     def tick(self, now: float) -> list[Effect]:
-        return [] if self.network is None else self.network.tick(now)
+        """Timers: the routing protocol's and auto-links' retries."""
+        effects: list[Effect] = [self._attach_autolink(al) for al in self.autolinks.tick(now)]
+        if self.network is not None:
+            effects.extend(self.network.tick(now))
+        return effects
 
     def next_deadline(self) -> float | None:
-        return None if self.network is None else self.network.next_deadline()
+        deadlines = [d for d in (self.autolinks.next_deadline(),
+                                 self.network.next_deadline() if self.network else None)
+                     if d is not None]
+        return min(deadlines) if deadlines else None
 
     # -- anonymous routing -------------------------------------------------
 
@@ -372,8 +505,13 @@ class Router:
         cache_key = to if phase == 0 else f"{phase}:{to}"
         key = self._key_cache.get(cache_key, "")
         if key == "":
-            rk = classify(to, router_id=self.router_id, phase=phase)
-            key = rk.key if rk.cls in _ROUTABLE else None
+            if phase == FALLBACK_PHASE:
+                rk = classify(to, router_id=self.router_id, fallback=True)
+            elif 0 <= phase <= MAX_PHASE:
+                rk = classify(to, router_id=self.router_id, phase=phase)
+            else:  # a phase no router sends: nowhere to go
+                rk = None
+            key = rk.key if rk is not None and rk.cls in _ROUTABLE else None
             if len(self._key_cache) >= _KEY_CACHE_MAX:
                 self._key_cache.clear()
             self._key_cache[cache_key] = key

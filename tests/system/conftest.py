@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.system.harness import Hop, router_conf, start
+from tests.system.rabbitmq import RabbitMQ
 
 StartRouter = Callable[..., Hop]
 
@@ -43,3 +44,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/system" in str(item.fspath):
             item.add_marker(pytest.mark.system)
+
+
+@pytest.fixture(scope="module")
+def rabbitmq() -> Iterator[RabbitMQ]:
+    """A RabbitMQ broker for the whole test module (it takes seconds to start)."""
+    broker = RabbitMQ("rabbit")
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        broker.remove()

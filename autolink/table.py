@@ -1,0 +1,120 @@
+"""The auto-links of one router and the route-container connections that serve them.
+
+Owns which auto-link is attached on which connection (reference 8.1): when a
+serving connection opens, every inactive auto-link it serves is attached
+there; when it closes, its auto-links go inactive and move at once to
+another open connection that serves them, if any; failed auto-links are
+attached again when their retry is due.  The life of each auto-link is
+``autolink.lifecycle``'s.
+
+Each auto-link has one link at a time (qdrouterd attaches one per matching
+connection on a retry; one is what the address needs, and several
+connections to the same container are then spares).  It must not know what
+a connection or a link is: callers attach the links this table returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
+
+from addressing import RouteContainer, serves
+from autolink.lifecycle import AutoLink, AutoLinkState
+from autolink.spec import AutoLinkError, AutoLinkSpec
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=RouteContainer)
+
+
+def _served(spec: AutoLinkSpec, peer: RouteContainer) -> bool:
+    return serves(peer, container_id=spec.container_id, connection=spec.connection)
+
+
+class AutoLinkTable(Generic[P]):
+    """Configured auto-links, in the order they were added.
+
+    Args:
+        specs: the configured auto-links.
+    """
+
+    def __init__(self, specs: Iterable[AutoLinkSpec] = ()) -> None:
+        self._links: list[AutoLink[P]] = []
+        self._peers: list[P] = []
+        self._ids = itertools.count(1)
+        for spec in specs:
+            self.add(spec)
+
+    def __iter__(self) -> Iterator[AutoLink[P]]:
+        return iter(self._links)
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+    def add(self, spec: AutoLinkSpec) -> AutoLink[P]:
+        """Add an auto-link; it stays inactive until ``connection_opened``.
+
+        Raises:
+            AutoLinkError: another auto-link has the same name.
+        """
+        if spec.name is not None and any(al.spec.name == spec.name for al in self._links):
+            raise AutoLinkError(f"name conflicts with an existing entity: {spec.name!r}")
+        autolink: AutoLink[P] = AutoLink(spec=spec, identity=str(next(self._ids)))
+        self._links.append(autolink)
+        return autolink
+
+    def connection_opened(self, peer: P) -> list[AutoLink[P]]:
+        """A route-container connection opened: the auto-links to attach on it."""
+        self._peers.append(peer)
+        attach = []
+        for autolink in self._links:
+            if autolink.state is AutoLinkState.INACTIVE and _served(autolink.spec, peer):
+                autolink.connected(peer)
+                attach.append(autolink)
+        return attach
+
+    def connection_closed(self, peer: P) -> list[AutoLink[P]]:
+        """A connection closed: its auto-links go inactive; those another open
+        connection serves are returned, to be attached there."""
+        self._peers = [p for p in self._peers if p is not peer]
+        attach = []
+        for autolink in self._links:
+            if autolink.peer is not peer:
+                continue
+            autolink.disconnected()
+            other = self._serving(autolink.spec)
+            if other is not None:
+                autolink.connected(other)
+                attach.append(autolink)
+        return attach
+
+    def tick(self, now: float) -> list[AutoLink[P]]:
+        """Failed auto-links whose retry is due, to be attached again."""
+        attach = []
+        for autolink in self._links:
+            if autolink.state is not AutoLinkState.FAILED or autolink.retry_at is None \
+                    or autolink.retry_at > now:
+                continue
+            peer = self._serving(autolink.spec)
+            if peer is None:  # cannot happen while the failed link's connection is open
+                autolink.disconnected()
+                continue
+            autolink.connected(peer)
+            attach.append(autolink)
+        return attach
+
+    def next_deadline(self) -> float | None:
+        """When ``tick`` has work: the earliest retry of a failed auto-link."""
+        due = [al.retry_at for al in self._links if al.retry_at is not None]
+        return min(due) if due else None
+
+    def _serving(self, spec: AutoLinkSpec) -> P | None:
+        for peer in self._peers:
+            if _served(spec, peer):
+                return peer
+        return None
+
+
+__all__ = ["AutoLinkTable"]

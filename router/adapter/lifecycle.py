@@ -1,0 +1,298 @@
+"""Connections, sessions and links coming and going: the set-up side of the loop.
+
+Owns what the engine does on proton's endpoint events (open, close, detach
+of connections, sessions and links), the links the router attaches itself
+(inter-router links, auto-links), and carrying out the core's effects.
+It asks the core (``router.core.Router``) what each event means and decides
+nothing itself.  Links the router attaches toward a container get a session
+each: a broker that ends a session (RabbitMQ does when asked to drain a
+receiver it cannot fill) then takes down only that link.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from autolink import AutoLink
+from router.adapter.connections import Conn, open_properties, symbols, token
+from router.adapter.endpoints import (
+    ROUTER_CONTROL,
+    ROUTER_DATA,
+    attach,
+    capabilities,
+    close_link,
+    open_router_link,
+    remote_condition,
+    router_link,
+)
+from router.adapter.forwarder import Forwarder
+from router.adapter.pn import lib, to_str
+from router.core import (
+    PRIORITIES,
+    AttachAutoLink,
+    Connection,
+    Effect,
+    InLink,
+    OutLink,
+    Role,
+    Router,
+)
+
+log = logging.getLogger("router.adapter.engine")
+server_log = logging.getLogger("router.adapter.server")
+
+_UNLIMITED_SESSION_FRAMES = 2**31 // 65536
+
+
+class Lifecycle:
+    """The engine's endpoint handling (a base class of ``Engine``)."""
+
+    router: Router
+    router_id: str
+    forwarder: Forwarder
+    clock: Callable[[], float]
+    by_connection: dict[Any, Conn]
+    by_transport: dict[Any, Conn]
+    links: dict[Any, InLink | OutLink]
+    dirty: set[Conn]
+
+    def __init__(self) -> None:
+        # Links the router attached itself and the peer has not answered yet.
+        self.attaching: dict[Any, AutoLink[Connection]] = {}
+        # Sessions the router began for one link of its own.
+        self.link_sessions: set[Any] = set()
+
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out the core's effects: links to attach here, the rest
+        (credit, control frames) on the per-message side."""
+        rest: list[Effect] = []
+        for effect in effects:
+            if isinstance(effect, AttachAutoLink):
+                self._attach_autolink(effect)
+            else:
+                rest.append(effect)
+        if rest:
+            self.forwarder.apply(rest)
+
+    def _touched(self, e: Any) -> None:
+        """Mark the connection of an event as having output to write."""
+        conn = self.by_connection.get(lib.pn_event_connection(e))
+        if conn is not None:
+            self.dirty.add(conn)
+
+    def _lifecycle(self, t: int, e: Any) -> None:
+        self._touched(e)
+        if t == lib.PN_CONNECTION_REMOTE_OPEN:
+            self._connection_opened(lib.pn_event_connection(e))
+        elif t == lib.PN_SESSION_REMOTE_OPEN:
+            self._session_opened(lib.pn_event_session(e))
+        elif t == lib.PN_LINK_REMOTE_OPEN:
+            self._link_opened(lib.pn_event_link(e))
+        elif t in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+            lptr = lib.pn_event_link(e)
+            self._link_lost(lptr, "Link detached")
+            self._detached(lptr)
+        elif t == lib.PN_SESSION_REMOTE_CLOSE:
+            ssn = lib.pn_event_session(e)
+            self._session_lost(ssn)
+            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_session_close(ssn)
+        elif t == lib.PN_CONNECTION_REMOTE_CLOSE:
+            cptr = lib.pn_event_connection(e)
+            if lib.pn_connection_state(cptr) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_connection_close(cptr)
+        elif t == lib.PN_TRANSPORT_ERROR:
+            conn = self.by_transport.get(lib.pn_event_transport(e))
+            if conn is not None:
+                server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id,
+                                conn.peer, remote_condition(lib.pn_transport_condition(conn.tptr)))
+        elif t == lib.PN_TRANSPORT_CLOSED:
+            conn = self.by_transport.get(lib.pn_event_transport(e))
+            if conn is not None:
+                self.dirty.add(conn)
+
+    def _connection_opened(self, cptr: Any) -> None:
+        conn = self.by_connection.get(cptr)
+        if conn is None:
+            return
+        conn.opened = True
+        core = conn.core
+        core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
+        pn_conn = conn.pn_conn
+        if core.role is Role.INTER_ROUTER:
+            # The connection's cost is the larger of both sides' (reference 9.1).
+            props = pn_conn.remote_properties or {}
+            peer_cost = props.get("qd.inter-router-cost")
+            if isinstance(peer_cost, int) and peer_cost > conn.cost:
+                conn.cost = peer_cost
+        if conn.connector is None:
+            pn_conn.container = self.router_id
+            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = open_properties(conn)
+            pn_conn.open()
+        elif core.role is Role.INTER_ROUTER:
+            self._open_router_links(conn)
+        t = conn.transport
+        log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
+                 "container_id=%s role=%s", core.conn_id,
+                 "out" if conn.connector else "in", conn.peer,
+                 "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
+                 t.user or "anonymous", core.container_id, core.role.value)
+        self.apply(self.router.connection_opened(core, self.clock()))
+
+    def _open_router_links(self, conn: Conn) -> None:
+        """The connector side attaches the control links, then one data link
+        pair per priority, each pair in a session of its own (reference 9.1)."""
+        cptr = conn.cptr
+        for capability in [ROUTER_CONTROL] + [ROUTER_DATA] * PRIORITIES:
+            ssn = lib.pn_session(cptr)
+            frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
+            lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
+            lib.pn_session_open(ssn)
+            for sender in (True, False):
+                open_router_link(ssn, f"qdlink.{token()}", sender=sender, capability=capability)
+
+    def _session_opened(self, ssn: Any) -> None:
+        if not lib.pn_session_state(ssn) & lib.PN_LOCAL_UNINIT:
+            return
+        conn = self.by_connection.get(lib.pn_session_connection(ssn))
+        if conn is not None:
+            s = conn.settings
+            # The session's incoming window, in bytes (reference 3.2).  Unset,
+            # proton's default window is small enough to stall a fast sender
+            # for a round trip every few dozen messages; qdrouterd's default
+            # is an unlimited window, bounded in practice by link credit.
+            frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
+            lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
+        lib.pn_session_open(ssn)
+
+    def _link_opened(self, lptr: Any) -> None:
+        conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
+        if conn is None:
+            return
+        now = self.clock()
+        link: InLink | OutLink | None
+        autolink = self.attaching.pop(lptr, None)
+        if autolink is not None:
+            link, effects = self._autolink_answered(autolink, lptr, now)
+        elif lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
+            # The peer answered one of our own inter-router links.
+            local = lib.pn_link_source(lptr) if lib.pn_link_is_sender(lptr) \
+                else lib.pn_link_target(lptr)
+            link, effects = router_link(self.router, conn.core, lptr, capabilities(local),
+                                        cost=conn.cost, now=now)
+        else:
+            decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
+            link = getattr(decision, "link", None)
+        if isinstance(link, (InLink, OutLink)):
+            self.links[lptr] = link
+            if isinstance(link, InLink) and not link.blocked:
+                self.forwarder.credit_dirty.add(link)
+        self.apply(effects)
+
+    def _link_lost(self, lptr: Any, why: str) -> None:
+        """The peer detached a link, or ended its session."""
+        autolink = self.attaching.pop(lptr, None)
+        if autolink is not None:
+            self.router.autolink_detached(autolink, self._detach_error(lptr), self.clock())
+            return
+        link = self.links.pop(lptr, None)
+        if link is None:
+            return
+        self._forget_link(link)
+        log.info("[%r][L%d] %s", link.conn, link.link_id, why)
+        now = self.clock()
+        effects = self.router.link_detached(link, now, error=self._detach_error(lptr))
+        network = self.router.network
+        if network is not None and isinstance(link, OutLink):
+            rlink = network.link_of(link.conn)
+            if rlink is not None and rlink.control is link:
+                # Losing the control link loses the neighbour (reference 9.1).
+                effects.extend(network.link_lost(link.conn, now))
+        self.apply(effects)
+
+    def _forget_link(self, link: InLink | OutLink) -> None:
+        if isinstance(link, OutLink):
+            self.forwarder.lose_outgoing(link)
+        else:
+            self.forwarder.lose_incoming(link)
+        link.handle = None
+
+    def _session_lost(self, ssn: Any) -> None:
+        self.link_sessions.discard(ssn)
+        for lptr in [p for p in [*self.links, *self.attaching] if lib.pn_link_session(p) == ssn]:
+            self._link_lost(lptr, "Link lost")
+
+    def _detached(self, lptr: Any) -> None:
+        """Answer a remote detach; a link's own session ends with it."""
+        close_link(lptr)
+        ssn = lib.pn_link_session(lptr)
+        if ssn in self.link_sessions:
+            self.link_sessions.discard(ssn)
+            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_session_close(ssn)
+
+    @staticmethod
+    def _detach_error(lptr: Any) -> str:
+        """Why the peer detached a link: its condition, else its session's."""
+        error = remote_condition(lib.pn_link_remote_condition(lptr))
+        if not error:
+            error = remote_condition(lib.pn_session_remote_condition(lib.pn_link_session(lptr)))
+        return error
+
+    def _forget_connection(self, conn: Conn) -> None:
+        """The connection is gone: forget its links that were never answered."""
+        cptr = conn.cptr
+        for lptr in [p for p in self.attaching
+                     if lib.pn_session_connection(lib.pn_link_session(p)) == cptr]:
+            del self.attaching[lptr]
+        self.link_sessions = {ssn for ssn in self.link_sessions
+                              if lib.pn_session_connection(ssn) != cptr}
+
+    # -- links the router attaches -----------------------------------------------
+
+    def _link_session(self, conn: Conn) -> Any:
+        """A new session for one link of the router's own."""
+        ssn = lib.pn_session(conn.cptr)
+        frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
+        lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
+        lib.pn_session_open(ssn)
+        self.link_sessions.add(ssn)
+        return ssn
+
+    def _attach_autolink(self, effect: AttachAutoLink) -> None:
+        """Attach an auto-link's link: the terminus facing the container
+        carries the (external) address, the other is empty (reference 8.1)."""
+        conn = effect.conn.handle
+        if conn is None or conn.closed:
+            return
+        ssn = self._link_session(conn)
+        name = f"qdlink.{token()}".encode()
+        if effect.sender:
+            lptr = lib.pn_sender(ssn, name)
+            lib.pn_terminus_set_address(lib.pn_link_target(lptr), effect.address.encode())
+        else:
+            lptr = lib.pn_receiver(ssn, name)
+            lib.pn_terminus_set_address(lib.pn_link_source(lptr), effect.address.encode())
+        lib.pn_link_open(lptr)
+        self.attaching[lptr] = effect.autolink
+        self.dirty.add(conn)
+
+    def _autolink_answered(self, autolink: AutoLink[Connection], lptr: Any, now: float
+                           ) -> tuple[InLink | OutLink | None, list[Effect]]:
+        sender = bool(lib.pn_link_is_sender(lptr))
+        terminus = lib.pn_link_remote_target(lptr) if sender else lib.pn_link_remote_source(lptr)
+        name = to_str(lib.pn_link_name(lptr)) or ""
+        link, effects = self.router.autolink_attached(
+            autolink, name=name, address=to_str(lib.pn_terminus_get_address(terminus)),
+            handle=lptr, now=now)
+        if link is None:
+            # No address: the container is expected to detach; wait for it.
+            self.attaching[lptr] = autolink
+        else:
+            log.info("[%r][L%d] Auto link attached: dir=%s address=%s", link.conn,
+                     link.link_id, autolink.spec.direction.value, autolink.external_address)
+        return link, effects
+

@@ -1,0 +1,164 @@
+"""A real RabbitMQ broker with its AMQP 1.0 plugin, started for system tests.
+
+Each broker runs as the Debian ``rabbitmq-server`` under a private home,
+database and log directory, on free loopback ports for AMQP, Erlang
+distribution and its own epmd, so that several brokers (sharding) and test
+runs never share state. It is started without systemd and stopped with
+``rabbitmqctl shutdown``; ``restart`` keeps its database, so durable queues
+and their messages survive it, as they would a broker restart in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+RABBITMQ_SERVER = "/usr/sbin/rabbitmq-server"
+RABBITMQCTL = "/usr/sbin/rabbitmqctl"
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def available() -> bool:
+    return os.path.exists(RABBITMQ_SERVER) and os.path.exists(RABBITMQCTL)
+
+
+class RabbitMQ:
+    """One RabbitMQ node listening for AMQP 1.0 on 127.0.0.1:``port``.
+
+    Its home, database, logs and config live in a fresh directory of its
+    own under the system's temporary directory (pytest's are private to root,
+    and the node runs as the ``rabbitmq`` user); ``remove`` deletes it.
+
+    Args:
+        name: names the node and its directory.
+    """
+
+    def __init__(self, name: str = "rabbit") -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix=f"hop-{name}-"))
+        self.name = name
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.node = f"{name}{self.port}@localhost"
+        self.proc: subprocess.Popen[bytes] | None = None
+        home = self.directory / "home"
+        for sub in ("home", "mnesia", "log"):
+            (self.directory / sub).mkdir(parents=True, exist_ok=True)
+        config = self.directory / "rabbitmq"
+        config.with_suffix(".conf").write_text(
+            f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
+            "amqp1_0.default_user = guest\n"
+            "loopback_users = none\n"
+            # The test machines are small and shared: never block publishers
+            # because the disk or memory looks short.
+            "disk_free_limit.absolute = 1\n"
+            "vm_memory_high_watermark.relative = 0.9\n"
+        )
+        self.env = dict(
+            os.environ,
+            HOME=str(home),
+            RABBITMQ_NODENAME=self.node,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            ERL_EPMD_PORT=str(self.epmd_port),
+            RABBITMQ_MNESIA_BASE=str(self.directory / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.directory / "log"),
+            RABBITMQ_CONFIG_FILE=str(config),
+            RABBITMQ_ENABLED_PLUGINS="rabbitmq_amqp1_0",
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.directory / "enabled_plugins"),
+            RABBITMQ_PID_FILE=str(self.directory / "rabbit.pid"),
+            ERL_CRASH_DUMP=str(self.directory / "erl_crash.dump"),
+        )
+        # Run as root, Debian's scripts switch to the rabbitmq user, which must
+        # own everything the node writes.
+        if os.geteuid() == 0:
+            for path in [self.directory, *self.directory.rglob("*")]:
+                shutil.chown(path, user="rabbitmq", group="rabbitmq")
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    def _ctl(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RABBITMQCTL, "-n", self.node, *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    def start(self) -> None:
+        """Start the node and wait until it serves AMQP."""
+        log = (self.directory / "server.out").open("ab")
+        self.proc = subprocess.Popen([RABBITMQ_SERVER], env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=self.directory)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"rabbitmq-server exited with {self.proc.returncode}:\n"
+                                     f"{self.server_output()}")
+            done = self._ctl("-q", "await_startup", "--timeout", "5", timeout=30)
+            if done.returncode == 0 and self._accepts():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise AssertionError(f"rabbitmq did not start:\n{self.server_output()}")
+
+    def _accepts(self) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1):
+            return True
+        return False
+
+    def stop(self) -> None:
+        """Shut the node down and its epmd with it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self._ctl("shutdown", timeout=60)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, 9)
+                self.proc.wait(10)
+        self.proc = None
+        subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], env=self.env,
+                       capture_output=True, check=False, timeout=10)
+
+    def restart(self) -> None:
+        """Stop and start again on the same ports, keeping the database."""
+        self.stop()
+        self.start()
+
+    def queue_depth(self, queue: str) -> int | None:
+        """Messages ready in ``queue`` as ``rabbitmqctl`` reports them (None: no queue)."""
+        done = self._ctl("-q", "list_queues", "name", "messages_ready", "--no-table-headers")
+        for line in done.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == queue:
+                return int(parts[1])
+        return None
+
+    def server_output(self) -> str:
+        text = ""
+        for path in [self.directory / "server.out", *sorted((self.directory / "log").glob("*"))]:
+            if path.is_file():
+                text += f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}\n"
+        return text
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+__all__ = ["RabbitMQ", "available", "free_port"]

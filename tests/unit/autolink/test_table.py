@@ -1,0 +1,106 @@
+"""Which connection serves which auto-link, and when links are attached again."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from addressing import Direction
+from autolink import AutoLinkError, AutoLinkSpec, AutoLinkState, AutoLinkTable
+
+S = AutoLinkState
+
+
+@attrs.frozen
+class Peer:
+    container_id: str
+    name: str | None = None
+
+
+def spec(address: str = "q", **kw: object) -> AutoLinkSpec:
+    return AutoLinkSpec(address=address, direction=Direction.OUT, **kw)  # type: ignore[arg-type]
+
+
+def test_a_serving_connection_attaches_the_inactive_autolinks_it_serves() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([
+        spec("a", container_id="broker1"),
+        spec("b", connection="to-broker"),
+        spec("c", container_id="broker2"),
+    ])
+    broker = Peer("broker1", name="to-broker")
+    attached = table.connection_opened(broker)
+    assert [al.spec.address for al in attached] == ["a", "b"]
+    assert all(al.state is S.ATTACHING and al.peer is broker for al in attached)
+    assert [al.state for al in table] == [S.ATTACHING, S.ATTACHING, S.INACTIVE]
+
+
+def test_neither_container_id_nor_connection_is_never_served() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec()])
+    assert table.connection_opened(Peer("anything", name="anything")) == []
+
+
+def test_a_second_serving_connection_does_not_attach_again() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
+    first, second = Peer("b"), Peer("b")
+    assert len(table.connection_opened(first)) == 1
+    assert table.connection_opened(second) == []
+
+
+def test_losing_the_connection_moves_the_link_to_another_serving_one() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
+    first, second = Peer("b", "x"), Peer("b", "y")
+    (al,) = table.connection_opened(first)
+    al.replied(True, link_id=1)
+    table.connection_opened(second)
+    assert table.connection_closed(first) == [al]
+    assert (al.state, al.peer) == (S.ATTACHING, second)
+    assert table.connection_closed(second) == []
+    assert (al.state, al.peer) == (S.INACTIVE, None)
+
+
+def test_broker_coming_back_reattaches() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(connection="broker")])
+    (al,) = table.connection_opened(Peer("rabbit", "broker"))
+    al.replied(True, link_id=1)
+    assert table.connection_closed(Peer("rabbit", "broker")) == [], \
+        "an equal but different connection is not the one the link is on"
+    assert al.link_id == 1, "still active"
+    table.connection_closed(al.peer)  # type: ignore[arg-type]
+    assert al.state is S.INACTIVE
+    back = Peer("rabbit", "broker")
+    assert table.connection_opened(back) == [al]
+    assert al.peer is back
+
+
+def test_failed_links_are_attached_again_when_their_retry_is_due() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b"),
+                                                spec("r", container_id="b")])
+    peer = Peer("b")
+    first, second = table.connection_opened(peer)
+    second.replied(True, link_id=2)
+    first.detached("amqp:not-found", now=10.0)
+    assert table.next_deadline() == 12.0
+    assert table.tick(11.9) == []
+    assert table.tick(12.0) == [first]
+    assert (first.state, first.peer) == (S.ATTACHING, peer)
+    assert table.next_deadline() is None
+    assert second.state is S.ACTIVE
+
+
+def test_closing_the_connection_of_a_failed_link_cancels_its_retry() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
+    peer = Peer("b")
+    (al,) = table.connection_opened(peer)
+    al.detached("x", now=0.0)
+    table.connection_closed(peer)
+    assert al.state is S.INACTIVE
+    assert table.next_deadline() is None
+    assert table.tick(100.0) == []
+
+
+def test_names_are_unique_and_identities_are_assigned_in_order() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(name="one"), spec()])
+    assert [al.identity for al in table] == ["1", "2"]
+    assert len(table) == 2
+    with pytest.raises(AutoLinkError, match="name conflicts"):
+        table.add(spec(name="one"))
