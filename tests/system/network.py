@@ -104,9 +104,11 @@ class Network:
     """A set of interior routers started from a topology description."""
 
     def __init__(self, start: StartRouter, *, extra: str = "",
-                 unstripped: Iterable[str] = ()) -> None:
+                 unstripped: Iterable[str] = (), extras: Mapping[str, str] | None = None
+                 ) -> None:
         self.start = start
         self.extra = extra
+        self.extras = dict(extras or {})
         self.unstripped = set(unstripped)
         self.routers: dict[str, Hop] = {}
         self.links: dict[frozenset[str], int] = {}
@@ -129,7 +131,8 @@ class Network:
         costs = costs or {}
         connectors = {self.routers[p].ports[1]: costs.get(p, 1) for p in peers}
         unstripped = router_id in self.unstripped
-        conf = interior_conf(router_id, connectors, unstripped=unstripped, extra=self.extra)
+        conf = interior_conf(router_id, connectors, unstripped=unstripped,
+                             extra=self.extra + self.extras.get(router_id, ""))
         hop = (start or self.start)(conf, name=router_id, listeners=3 if unstripped else 2)
         self.routers[router_id] = hop
         for peer in peers:
@@ -193,16 +196,18 @@ def start_network(start: StartRouter, topology: Mapping[str, Sequence[str]], *,
                   costs: Mapping[tuple[str, str], int] | None = None, extra: str = "",
                   unstripped: Iterable[str] = (),
                   starters: Mapping[str, StartRouter] | None = None,
+                  extras: Mapping[str, str] | None = None,
                   converge: bool = True) -> Network:
     """Start the routers of ``topology`` in order and wait for their routes.
 
     ``costs`` maps (router, peer) to the cost of the connector from router to
-    peer (default 1); ``extra`` is appended to every conf; ``starters``
+    peer (default 1); ``extra`` is appended to every conf and ``extras[id]``
+    to one router's; ``starters``
     overrides ``start`` for particular routers (e.g. one the test will kill).
     """
     costs = costs or {}
     starters = starters or {}
-    network = Network(start, extra=extra, unstripped=unstripped)
+    network = Network(start, extra=extra, unstripped=unstripped, extras=extras)
     for router_id, peers in topology.items():
         network.add_router(router_id, peers,
                            costs={p: costs.get((router_id, p), 1) for p in peers},

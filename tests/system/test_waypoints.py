@@ -11,10 +11,12 @@ from __future__ import annotations
 from proton import Delivery
 
 from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, waypoint
-from tests.system.clients import connect, receive_all, send_async, wait_credit
+from tests.system.clients import connect, pump, receive_all, send_async, wait_credit
 from tests.system.conftest import StartRouter
+from tests.system.flows import AtLeastOnce
 from tests.system.harness import router_conf, wait_for
-from tests.system.rabbitmq import RabbitMQ
+from tests.system.network import start_network
+from tests.system.rabbitmq import RabbitMQ, free_port
 
 
 def test_messages_wait_on_the_broker_until_a_consumer_comes(
@@ -36,3 +38,124 @@ def test_messages_wait_on_the_broker_until_a_consumer_comes(
         wait_for(lambda: rabbitmq.queue_depth("wp.store") == 0, 20, "the queue emptied")
     finally:
         conn.close()
+
+
+def test_external_address_names_the_queue_and_the_address_stays_internal(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port)
+                                   + waypoint("wp.internal", external="wp-external-queue")
+                                   + LOG_INFO))
+    wait_autolinks(hop, "wp-external-queue")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("wp.internal")
+        deliveries = [send_async(sender, f"x{i}") for i in range(3)]
+        conn.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
+        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 3
+        wait_for(lambda: rabbitmq.queue_depth("wp-external-queue") == 3, 20,
+                 "the messages on the queue named by externalAddress")
+        assert rabbitmq.queue_depth("wp.internal") is None, "no queue by the internal name"
+        receiver = conn.create_receiver("wp.internal")
+        assert [m.body for m in receive_all(receiver, 3)] == ["x0", "x1", "x2"]
+    finally:
+        conn.close()
+
+
+def test_a_producer_gets_no_credit_until_the_broker_link_is_up(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    """Before the route-container connection opens, the waypoint has nowhere to send."""
+    silent = free_port()  # nothing listens here: the connector keeps failing
+    hop = start_router(router_conf(broker_connector(silent) + waypoint("wp.nowhere")
+                                   + LOG_INFO))
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("wp.nowhere")
+        pump(conn, 1.0)
+        assert sender.link.credit == 0
+    finally:
+        conn.close()
+    assert "Auto Link Activated" not in hop.log_text()
+
+
+def test_waypoint_across_a_network_with_the_broker_on_one_end(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    """A - B - C with the broker on A: a producer on C and a consumer on B
+    both reach the queue; the broker's messages cross the network at phase 1."""
+    address = "address {\n    prefix: wp.net\n    waypoint: yes\n}\n"
+    a_only = broker_connector(rabbitmq.port) + waypoint("wp.net").replace(address, "")
+    net = start_network(start_router, {"A": [], "B": ["A"], "C": ["B"]}, extra=address,
+                        extras={"A": a_only})
+    wait_autolinks(net["A"], "wp.net")
+    producer, consumer = connect(net.url("C")), connect(net.url("B"))
+    try:
+        sender = producer.create_sender("wp.net")
+        wait_credit(producer, sender, 250, timeout=20)
+        deliveries = [send_async(sender, f"n{i}") for i in range(10)]
+        producer.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
+        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 10
+        wait_for(lambda: rabbitmq.queue_depth("wp.net") == 10, 20, "ten on the queue")
+        receiver = consumer.create_receiver("wp.net")
+        assert sorted(m.body for m in receive_all(receiver, 10, timeout=20)) == \
+            sorted(f"n{i}" for i in range(10))
+        wait_for(lambda: rabbitmq.queue_depth("wp.net") == 0, 20, "the queue emptied")
+    finally:
+        producer.close()
+        consumer.close()
+
+
+def test_broker_restarted_mid_stream_loses_no_accepted_message(
+        start_router: StartRouter) -> None:
+    """The broker goes away under load and comes back: the auto-links attach
+    again, messages in flight to it come back MODIFIED or RELEASED (and are
+    sent again), and every message it accepted reaches the consumer."""
+    broker = RabbitMQ("restart")
+    try:
+        broker.start()
+        hop = start_router(router_conf(broker_connector(broker.port) + waypoint("wp.restart")
+                                       + LOG_INFO))
+        wait_autolinks(hop, "wp.restart")
+        flow = AtLeastOnce(hop.url, hop.url, "wp.restart", count=600, rate=100)
+        flow.start()
+        wait_for(lambda: len(flow.accepted) >= 100, 30, "a hundred accepted before the restart")
+        broker.restart()
+        wait_autolinks(hop, "wp.restart", count=2, timeout=60)
+        flow.wait(120)
+        assert flow.accepted <= flow.received
+        assert len(flow.accepted) == 600
+    finally:
+        broker.stop()
+        broker.remove()
+
+
+def test_a_sharded_queue_spreads_over_two_brokers_and_consumers_get_every_shard(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    second = RabbitMQ("shard")
+    try:
+        second.start()
+        shards = waypoint("wp.shard", "broker1") + waypoint("wp.shard", "broker2").replace(
+            "address {\n    prefix: wp.shard\n    waypoint: yes\n}\n", "")
+        hop = start_router(router_conf(broker_connector(rabbitmq.port, "broker1")
+                                       + broker_connector(second.port, "broker2")
+                                       + shards + LOG_INFO))
+        wait_autolinks(hop, "wp.shard", count=2)
+        conn = connect(hop.url)
+        try:
+            sender = conn.create_sender("wp.shard")
+            deliveries = [send_async(sender, f"s{i}") for i in range(40)]
+            conn.wait(lambda: all(d.settled for d in deliveries), msg="brokers settle")
+            assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 40
+            wait_for(lambda: (rabbitmq.queue_depth("wp.shard") or 0)
+                     + (second.queue_depth("wp.shard") or 0) == 40, 20, "forty on the shards")
+            depths = (rabbitmq.queue_depth("wp.shard"), second.queue_depth("wp.shard"))
+            assert all(d is not None and d >= 10 for d in depths), \
+                f"balanced over both shards, got {depths}"
+            receiver = conn.create_receiver("wp.shard")
+            bodies = [m.body for m in receive_all(receiver, 40, timeout=20)]
+            assert sorted(bodies) == sorted(f"s{i}" for i in range(40))
+            wait_for(lambda: rabbitmq.queue_depth("wp.shard") == 0
+                     and second.queue_depth("wp.shard") == 0, 20, "both shards emptied")
+        finally:
+            conn.close()
+    finally:
+        second.stop()
+        second.remove()
