@@ -31,7 +31,25 @@ log = logging.getLogger(__name__)
 
 def capabilities(terminus: Any) -> tuple[str, ...]:
     """The terminus capabilities as strings (a single symbol or an array)."""
-    data = Data(lib.pn_terminus_capabilities(terminus))
+    return _symbols(lib.pn_terminus_capabilities(terminus))
+
+
+MODIFIED_OUTCOME = "amqp:modified:list"
+
+
+def may_modify(source: Any) -> bool:
+    """Whether a sender whose source is ``source`` takes the MODIFIED outcome.
+
+    A source that lists its outcomes limits the receiver to them (AMQP 1.0
+    3.5.3); RabbitMQ 3.10 lists accepted, rejected and released, and ends
+    the session on a MODIFIED disposition.  An empty list is taken as "any".
+    """
+    outcomes = _symbols(lib.pn_terminus_outcomes(source))
+    return not outcomes or MODIFIED_OUTCOME in outcomes
+
+
+def _symbols(ptr: Any) -> tuple[str, ...]:
+    data = Data(ptr)
     data.rewind()
     caps: list[str] = []
     while data.next():
@@ -149,6 +167,8 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
     if isinstance(decision, AttachRefused):
         _refuse(conn, lptr, name, decision, local)
         return decision, effects
+    if isinstance(decision, IncomingAccepted):
+        decision.link.may_modify = may_modify(rsource)
     if decision.address is not None and lib.pn_terminus_is_dynamic(local):
         lib.pn_terminus_set_address(local, decision.address.encode())
     lib.pn_link_open(lptr)
@@ -187,5 +207,5 @@ def remote_condition(ptr: Any) -> str:
     return f"{name}: {desc}" if desc else name
 
 
-__all__ = ["NULL", "Decision", "RouterLinkAccepted", "attach", "close_link", "open_router_link",
-           "remote_condition", "router_link"]
+__all__ = ["NULL", "Decision", "RouterLinkAccepted", "attach", "close_link", "may_modify",
+           "open_router_link", "remote_condition", "router_link"]

@@ -214,7 +214,7 @@ class Forwarder(RemoteForwarding):
             return
         consumers = record.consumers
         if not consumers:
-            self._no_destination(d, il)
+            self._nowhere(d, il, data, record, info, ann)
             return
         dist = record.distribution
         if dist is _MULTICAST:
@@ -368,6 +368,9 @@ class Forwarder(RemoteForwarding):
             pn_link_drained(lptr)
             ol.credit = 0
             self.dirty.add(ol.conn.handle)
+        record = ol.record
+        if record is not None and record.demand_senders:
+            self.credit_dirty.update(record.demand_senders)
 
     # -- outcomes and settlement -------------------------------------------------
 
@@ -387,7 +390,25 @@ class Forwarder(RemoteForwarding):
                 grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
             if il.partial is not None:
                 grant -= 1
+            if il.demand:
+                grant = min(grant, self._demand(il) - pn_link_credit(lptr))
             if grant > 0:
                 pn_link_flow(lptr, grant)
                 self.dirty.add(il.conn.handle)
+
+    @staticmethod
+    def _demand(il: InLink) -> int:
+        """The credit a demand sender may hold: its share of what the local
+        consumers of its address can take now (``router.core.destinations``)."""
+        record = il.record
+        assert record is not None
+        room = 0
+        for ol in record.consumers:
+            free = ol.credit - len(ol.queue)
+            if free > 0:
+                room += free
+        senders = len(record.demand_senders)
+        if senders > 1 and room:
+            return max(1, room // senders)
+        return room
 

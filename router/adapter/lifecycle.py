@@ -23,6 +23,7 @@ from router.adapter.endpoints import (
     attach,
     capabilities,
     close_link,
+    may_modify,
     open_router_link,
     remote_condition,
     router_link,
@@ -292,6 +293,8 @@ class Lifecycle:
             # No address: the container is expected to detach; wait for it.
             self.attaching[lptr] = autolink
         else:
+            if isinstance(link, InLink):
+                link.may_modify = may_modify(terminus)
             log.info("[%r][L%d] Auto link attached: dir=%s address=%s", link.conn,
                      link.link_id, autolink.spec.direction.value, autolink.external_address)
         return link, effects

@@ -17,6 +17,7 @@ from typing import Any
 from addressing import Distribution, choose_balanced
 from router.adapter.settling import Settling
 from router.core import (
+    FALLBACK_PHASE,
     AddressRecord,
     AnnotationEncoder,
     BlockSender,
@@ -101,13 +102,26 @@ class RemoteForwarding(Settling):
             elif isinstance(effect, BlockSender) and effect.link.handle is not None:
                 self.block(effect.link, effect.drain)
 
+    def _nowhere(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+                  info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+        """The address has no destination for the message (reference 5.5): its
+        fallback takes it, unless the message came from a fallback link
+        (reference 4.7), else it is released (dropped when pre-settled)."""
+        fallback = record.fallback
+        if fallback is None or il.fallback or not fallback.has_destination:
+            self._no_destination(d, il)
+            return
+        self.redirected += 1
+        self._route_network(d, il, data, fallback, info, ann, FALLBACK_PHASE)
+
     def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
-                       info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+                       info: MessageInfo | None, ann: RouterAnnotations | None,
+                       phase_override: int | None = None) -> None:
         """Forward where remote routers are involved: a message for an address
         other routers have, or one that arrived from another router
-        (reference 5.3 steps 6-8, 5.4)."""
+        (reference 5.3 steps 6-8, 5.4); also a message redirected to a
+        fallback destination (``phase_override``, reference 4.7)."""
         network = self.router.network
-        assert network is not None
         if info is None:
             try:
                 info = scan(data)
@@ -135,6 +149,8 @@ class RemoteForwarding(Settling):
         else:
             to = ann.to if ann is not None else None
             phase = ann.phase if ann is not None else None
+        if phase_override is not None:
+            phase = phase_override
         consumers = record.consumers
         dist = record.distribution
         if dist is _MULTICAST:
@@ -143,13 +159,13 @@ class RemoteForwarding(Settling):
                 rlink = target.link
                 if rlink.peer in visited or rlink.link_id in hops:
                     continue
-                if not network.valid_origin(target, origin):
+                if network is not None and not network.valid_origin(target, origin):
                     continue
                 out = rlink.data_link(priority)
                 if out is not None:
                     hops[rlink.link_id] = out
             if not consumers and not hops:
-                self._no_destination(d, il)
+                self._nowhere(d, il, data, record, info, ann)
                 return
             annotated = self._encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
                 else data
@@ -180,11 +196,11 @@ class RemoteForwarding(Settling):
                         closest.append(closest.pop(i))
                         break
         else:
-            remotes = [t for t in record.remotes
-                       if t.link.peer not in visited and network.valid_origin(t, origin)]
+            remotes = [t for t in record.remotes if t.link.peer not in visited
+                       and (network is None or network.valid_origin(t, origin))]
             chosen = choose_balanced(consumers, remotes)
         if chosen is None:
-            self._no_destination(d, il)
+            self._nowhere(d, il, data, record, info, ann)
             return
         ref: Transfer | None = None
         if d is not None:

@@ -78,6 +78,8 @@ class Settling:
         # Adapter connections (``Connection.handle``) that have output to write.
         self.dirty: set[Any] = set()
         self.dropped_presettled = 0
+        # Deliveries sent to a fallback destination (reference 4.7, 6.6).
+        self.redirected = 0
 
     def _no_destination(self, d: Any, il: InLink) -> None:
         """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
@@ -93,6 +95,8 @@ class Settling:
         self.credit_dirty.add(il)
         if d is None:
             return
+        if state == MODIFIED and not il.may_modify:
+            state = RELEASED
         if condition is not None:
             cond = lib.pn_disposition_condition(pn_delivery_local(d))
             lib.pn_condition_set_name(cond, condition.encode())
@@ -118,6 +122,8 @@ class Settling:
             if d is not None and state:
                 if state in (ACCEPTED, RELEASED):
                     pn_delivery_update(d, state)
+                elif state == MODIFIED and not ref.in_link.may_modify:
+                    pn_delivery_update(d, RELEASED)
                 else:
                     copy_disposition(d, od, state)
             if settled:
@@ -162,7 +168,10 @@ class Settling:
     def _maybe_report(self, f: Fanout) -> None:
         d = f.in_delivery
         if d is not None and f.reported and f.reported == f.pending and f.outcome is not None:
-            pn_delivery_update(d, f.outcome)
+            outcome = f.outcome
+            if outcome == MODIFIED and not f.in_link.may_modify:
+                outcome = RELEASED
+            pn_delivery_update(d, outcome)
             self.dirty.add(f.in_link.conn.handle)
 
     def _copy_done(self, f: Fanout, _od: Any, state: int | None) -> None:

@@ -40,10 +40,17 @@ from router.core.records import (
     RouterLink,
     Transfer,
 )
-from router.core.router import UNAVAILABLE, Router, Unavailable, waypoint_ordinal
+from router.core.router import (
+    FALLBACK_PHASE,
+    UNAVAILABLE,
+    Router,
+    Unavailable,
+    waypoint_ordinal,
+)
 from router.core.settlement import LostCopy, Outcome, fold_multicast, outcome_for_lost_copy
 
 __all__ = [
+    "FALLBACK_PHASE",
     "PRIORITIES",
     "UNAVAILABLE",
     "AddressRecord",

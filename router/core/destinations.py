@@ -3,9 +3,20 @@
 Owns the credit rule of reference 5.2 as transitions: a targeted sender is
 blocked while its address has nowhere to send (no local consumer, no remote
 router, no fallback destination it may use) and unblocked when it gains
-one.  Every place that changes a record's destinations (consumers attaching
-and leaving, auto-links, remote routers learnt or lost) ends with
-``senders_changed``, so the rule lives here once.  Pure: it returns effects.
+one.  Every place that changes a record's destinations or senders
+(consumers attaching and leaving, auto-links, remote routers learnt or
+lost) ends with ``senders_changed``, so the rule lives here once.  Pure: it
+returns effects.
+
+It also decides which senders get *demand* credit: credit no larger than
+what the address's local consumers can take now, instead of the full
+window.  That is a sender whose only destinations are brokers (out
+auto-links: the producer is paced by the broker's credit) and an in
+auto-link whose messages go to local consumers (the broker is asked for
+messages only while a consumer can take them, so a consumer leaving sends
+back at most its credit's worth, once, instead of the router holding a
+window's worth).  With remote destinations the credit of consumers on other
+routers is unknown here, and the window applies.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ def senders_changed(record: AddressRecord) -> list[Effect]:
     for rec in (record, record.primary):
         if rec is None:
             continue
+        demand_changed(rec)
         for sender in rec.senders:
             blocked = not rec.may_feed(sender)
             if blocked is sender.blocked:
@@ -35,4 +47,17 @@ def senders_changed(record: AddressRecord) -> list[Effect]:
     return effects
 
 
-__all__ = ["senders_changed"]
+def demand_changed(record: AddressRecord) -> None:
+    """Recompute which of ``record``'s senders get demand credit."""
+    consumers = record.consumers
+    local = bool(consumers) and not record.remotes
+    brokered = local and all(c.autolink is not None for c in consumers)
+    demand = []
+    for sender in record.senders:
+        sender.demand = local and (brokered or sender.autolink is not None)
+        if sender.demand:
+            demand.append(sender)
+    record.demand_senders = demand
+
+
+__all__ = ["demand_changed", "senders_changed"]

@@ -87,8 +87,8 @@ class AddressRecord:
     ``primary`` on the companion (reference 4.7).
     """
 
-    __slots__ = ("address", "closest_remotes", "consumers", "distribution", "fallback", "key",
-                 "primary", "priority", "remotes", "senders")
+    __slots__ = ("address", "closest_remotes", "consumers", "demand_senders", "distribution",
+                 "fallback", "key", "primary", "priority", "remotes", "senders")
 
     def __init__(
         self, key: str, address: str, distribution: Distribution, priority: int | None = None
@@ -105,6 +105,9 @@ class AddressRecord:
         self.closest_remotes: list[Any] = []
         self.fallback: AddressRecord | None = None
         self.primary: AddressRecord | None = None
+        # Senders whose credit follows what the local consumers can take
+        # (``InLink.demand``); kept by ``router.core.destinations``.
+        self.demand_senders: list[InLink] = []
 
     @property
     def has_destination(self) -> bool:
@@ -143,9 +146,11 @@ class InLink:
         "blocked",
         "conn",
         "control",
+        "demand",
         "fallback",
         "handle",
         "link_id",
+        "may_modify",
         "name",
         "partial",
         "phase",
@@ -183,6 +188,12 @@ class InLink:
         self.autolink = autolink
         self.window = conn.link_capacity
         self.blocked = record is not None and not record.may_feed(self)
+        # Credit bounded by the local consumers' credit, not only the window
+        # (see ``router.core.destinations.senders_changed``).
+        self.demand = False
+        # Whether the sender takes MODIFIED; if not, the router gives it
+        # RELEASED instead (its source lists the outcomes it supports).
+        self.may_modify = True
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
         # Inter-router links: ``router_link`` is the connection's RouterLink;

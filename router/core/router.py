@@ -23,7 +23,7 @@ from addressing import (
     classify,
 )
 from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
-from router.core.destinations import senders_changed
+from router.core.destinations import demand_changed, senders_changed
 from router.core.effects import (
     AttachAutoLink,
     AttachRefused,
@@ -208,6 +208,7 @@ class Router:
         first = not record.consumers
         record.consumers.append(link)
         if not first:
+            demand_changed(record)
             return []
         effects: list[Effect] = []
         if self.network is not None and record.key[0] == "M":
@@ -222,6 +223,7 @@ class Router:
             return []
         consumers.remove(link)
         if consumers:
+            demand_changed(record)
             return []
         effects: list[Effect] = []
         if self.network is not None and record.key[0] == "M":
@@ -267,6 +269,7 @@ class Router:
                       phase=ingress, fallback=FALLBACK_CAPABILITY in capabilities,
                       handle=handle)
         record.senders.append(link)
+        demand_changed(record)
         conn.in_links[link.link_id] = link
         return IncomingAccepted(link=link, address=address)
 
@@ -325,6 +328,7 @@ class Router:
             link.conn.in_links.pop(link.link_id, None)
             if record is not None and link in record.senders:
                 record.senders.remove(link)
+                demand_changed(record)
         if record is not None:
             self._release(record)
         autolink = link.autolink
@@ -399,6 +403,7 @@ class Router:
         link = InLink(link_id, conn, name=name, address=spec.address, record=record,
                       phase=phase, fallback=spec.fallback, autolink=autolink, handle=handle)
         record.senders.append(link)
+        demand_changed(record)
         conn.in_links[link_id] = link
         return link, []
 

@@ -143,11 +143,17 @@ class RabbitMQ:
 
     def queue_depth(self, queue: str) -> int | None:
         """Messages ready in ``queue`` as ``rabbitmqctl`` reports them (None: no queue)."""
-        done = self._ctl("-q", "list_queues", "name", "messages_ready", "--no-table-headers")
+        counts = self.queue_counts(queue)
+        return None if counts is None else counts[0]
+
+    def queue_counts(self, queue: str) -> tuple[int, int] | None:
+        """Messages of ``queue`` ready and delivered but unacknowledged."""
+        done = self._ctl("-q", "list_queues", "name", "messages_ready",
+                         "messages_unacknowledged", "--no-table-headers")
         for line in done.stdout.splitlines():
             parts = line.split()
-            if len(parts) == 2 and parts[0] == queue:
-                return int(parts[1])
+            if len(parts) == 3 and parts[0] == queue:
+                return int(parts[1]), int(parts[2])
         return None
 
     def server_output(self) -> str:

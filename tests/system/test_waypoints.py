@@ -11,7 +11,14 @@ from __future__ import annotations
 from proton import Delivery
 
 from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, waypoint
-from tests.system.clients import connect, pump, receive_all, send_async, wait_credit
+from tests.system.clients import (
+    connect,
+    pump,
+    receive_all,
+    send_async,
+    wait_all,
+    wait_credit,
+)
 from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
 from tests.system.harness import router_conf, wait_for
@@ -159,3 +166,34 @@ def test_a_sharded_queue_spreads_over_two_brokers_and_consumers_get_every_shard(
     finally:
         second.stop()
         second.remove()
+
+
+def test_a_consumer_leaving_unsettled_gives_the_messages_back_to_the_broker(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    """The router must tell RabbitMQ RELEASED, not MODIFIED: RabbitMQ's source
+    lists the outcomes it takes, MODIFIED is not among them, and it ends the
+    session on one (the auto-link would fail)."""
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + waypoint("wp.giveback")
+                                   + LOG_INFO))
+    wait_autolinks(hop, "wp.giveback")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("wp.giveback")
+        deliveries = [send_async(sender, f"g{i}") for i in range(4)]
+        conn.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
+        greedy = connect(hop.url)
+        receiver = greedy.create_receiver("wp.giveback", credit=10)
+        got = [receiver.receive(timeout=10) for _ in range(4)]  # received, never settled
+        assert sorted(m.body for m in got) == [f"g{i}" for i in range(4)]
+        wait_all([conn, greedy], lambda: rabbitmq.queue_counts("wp.giveback") == (0, 4), 20,
+                 "four delivered, unacknowledged")
+        greedy.close()
+        wait_all([conn], lambda: rabbitmq.queue_counts("wp.giveback") == (4, 0), 20,
+                 "four given back to the queue")
+        receiver = conn.create_receiver("wp.giveback", credit=10)
+        assert sorted(m.body for m in receive_all(receiver, 4)) == [f"g{i}" for i in range(4)]
+    finally:
+        conn.close()
+    log = hop.log_text()
+    assert "Auto Link Activation Failed" not in log
+    assert "Unrecognised state" not in log
