@@ -120,7 +120,8 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
                           "ra_interval_s": r.ra_interval_seconds,
                           "ra_interval_flux_s": r.ra_interval_flux_seconds,
                           "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
-                  auto_links=cfg.auto_links)
+                  auto_links=cfg.auto_links, link_routes=cfg.link_routes,
+                  allow_resumable_link_route=r.allow_resumable_link_route)
     engine = Engine(router=core, router_id=router_id,
                     listeners=[_listener_settings(s) for s in cfg.listeners],
                     connectors=[_connector_settings(s) for s in cfg.connectors])

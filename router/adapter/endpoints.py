@@ -23,10 +23,13 @@ from router.core import (
     OutgoingAccepted,
     OutLink,
     Role,
+    RoutedEnd,
     Router,
 )
 
 log = logging.getLogger(__name__)
+
+COORDINATOR = "$coordinator"
 
 
 def capabilities(terminus: Any) -> tuple[str, ...]:
@@ -88,7 +91,29 @@ class RouterLinkAccepted:
     link: InLink | OutLink
 
 
-Decision = IncomingAccepted | OutgoingAccepted | RouterLinkAccepted | AttachRefused
+@attrs.frozen(kw_only=True)
+class RoutedAccepted:
+    """The attach is link-routed: ``link`` is its near end, answered when the
+    far side answers."""
+
+    link: RoutedEnd
+
+
+Decision = (IncomingAccepted | OutgoingAccepted | RouterLinkAccepted | RoutedAccepted
+            | AttachRefused)
+
+
+def resumable(terminus: Any) -> bool:
+    """A terminus that outlives its connection (reference 7.3 step 1)."""
+    return bool(lib.pn_terminus_get_expiry_policy(terminus) == lib.PN_EXPIRE_NEVER
+                or lib.pn_terminus_get_timeout(terminus) > 0)
+
+
+def facing_address(terminus: Any) -> str | None:
+    """The address a link route matches: a coordinator's is ``$coordinator``."""
+    if lib.pn_terminus_get_type(terminus) == lib.PN_COORDINATOR:
+        return COORDINATOR
+    return to_str(lib.pn_terminus_get_address(terminus))
 
 
 def _refuse(conn: Connection, lptr: Any, name: str, decision: AttachRefused, local: Any) -> None:
@@ -138,6 +163,23 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
         log.info("[%r][L%d] Router link attached: %s %s", conn, link.link_id,
                  "out" if isinstance(link, OutLink) else "in", caps)
         return RouterLinkAccepted(link=link), effects
+    # Link routes come before message routing (reference 5.1 step 6), and are
+    # allowed on an inter-router connection before its control link (3.5).
+    facing = rtarget if receiver else rsource
+    address = facing_address(facing)
+    if address:
+        end, effects = router.link_routed_attach(conn, name=name, address=address,
+                                                 receiving=receiver,
+                                                 resumable=resumable(facing), handle=lptr)
+        if isinstance(end, AttachRefused):
+            _refuse(conn, lptr, name, end, local)
+            return end, []
+        if end is not None:
+            if receiver:
+                end.may_modify = may_modify(rsource)
+            log.info("[%r][L%d] Link-routed attach: dir=%s address=%s", conn, end.link_id,
+                     "in" if receiver else "out", address)
+            return RoutedAccepted(link=end), effects
     if conn.role is Role.INTER_ROUTER:
         rlink = router.network.link_of(conn) if router.network is not None else None
         if rlink is None or rlink.control is None:
@@ -191,9 +233,14 @@ def open_router_link(ssn: Any, name: str, *, sender: bool, capability: str) -> A
 
 
 def close_link(lptr: Any) -> None:
-    """Answer a remote detach/close with our own."""
-    if lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
-        if lib.pn_link_state(lptr) & lib.PN_REMOTE_CLOSED:
+    """Answer a remote detach/close with our own (and the attach first, for a
+    link the router had not answered yet)."""
+    state = lib.pn_link_state(lptr)
+    if state & lib.PN_LOCAL_UNINIT:
+        lib.pn_link_open(lptr)
+        state = lib.pn_link_state(lptr)
+    if state & lib.PN_LOCAL_ACTIVE:
+        if state & lib.PN_REMOTE_CLOSED:
             lib.pn_link_close(lptr)
         else:
             lib.pn_link_detach(lptr)
@@ -207,5 +254,6 @@ def remote_condition(ptr: Any) -> str:
     return f"{name}: {desc}" if desc else name
 
 
-__all__ = ["NULL", "Decision", "RouterLinkAccepted", "attach", "close_link", "may_modify",
-           "open_router_link", "remote_condition", "router_link"]
+__all__ = ["NULL", "Decision", "RoutedAccepted", "RouterLinkAccepted", "attach", "close_link",
+           "facing_address", "may_modify", "open_router_link", "remote_condition", "resumable",
+           "router_link", "set_condition"]

@@ -37,7 +37,8 @@ from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
-from router.core import Connection, ConnectionId, InLink, OutLink, Router
+from router.core import Connection, ConnectionId, InLink, OutLink, RoutedEnd, Router
+from router.core.settlement import RELEASED
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger("router.adapter.server")
@@ -78,7 +79,7 @@ class Engine(Lifecycle):
         self.conns: dict[int, Conn] = {}
         self.by_transport: dict[Any, Conn] = {}
         self.by_connection: dict[Any, Conn] = {}
-        self.links: dict[Any, InLink | OutLink] = {}
+        self.links: dict[Any, InLink | OutLink | RoutedEnd] = {}
         self.forwarder = Forwarder(router, router_id, clock)
         # Connections with output to write: the forwarder adds the ones it
         # touches (a disposition or settlement raises no PN_TRANSPORT event).
@@ -160,6 +161,15 @@ class Engine(Lifecycle):
         if deadline is not None and now >= deadline:
             self.apply(self.router.tick(now))
         self.process()
+
+    @staticmethod
+    def _orphan(d: Any) -> None:
+        """A delivery on a link the router no longer serves (it detached it, and
+        the peer's transfers were already on their way): nothing forwarded it,
+        so the producer is told RELEASED."""
+        if lib.pn_link_is_receiver(lib.pn_delivery_link(d)) and not lib.pn_delivery_settled(d):
+            lib.pn_delivery_update(d, RELEASED)
+        lib.pn_delivery_settle(d)
 
     def _drain_wakeup(self) -> None:
         with contextlib.suppress(OSError):
@@ -410,8 +420,10 @@ class Engine(Lifecycle):
                         fwd.incoming(d, link)
                     elif type(link) is OutLink:
                         fwd.outgoing(d, link)
+                    elif type(link) is RoutedEnd:
+                        fwd.relay(d, link)
                     else:
-                        lib.pn_delivery_settle(d)
+                        self._orphan(d)
                         self._touched(e)
                 elif t == PN_TRANSPORT:
                     # Raised for every change with output to write; the handlers
@@ -424,6 +436,8 @@ class Engine(Lifecycle):
                         fwd.outgoing_flow(link)
                     elif type(link) is InLink:
                         fwd.credit_dirty.add(link)
+                    elif type(link) is RoutedEnd:
+                        fwd.relay_flow(link)
                 else:
                     self._lifecycle(t, e)
             except Exception:
@@ -439,7 +453,8 @@ class Engine(Lifecycle):
             return
         conn.closed = True
         core = conn.core
-        links: list[InLink | OutLink] = [*core.in_links.values(), *core.out_links.values()]
+        links: list[InLink | OutLink | RoutedEnd] = [
+            *core.in_links.values(), *core.out_links.values(), *core.routed.values()]
         for link in links:
             lptr = link.handle
             if lptr is not None:

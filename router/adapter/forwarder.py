@@ -4,7 +4,8 @@ copies, keep the senders' credit.
 Owns every proton call made per message on the receiving and sending side,
 on raw ``cproton_ffi`` pointers bound to local names; outcomes and
 settlement are ``router.adapter.settling``'s, routing toward other routers
-``router.adapter.remote``'s (both are base classes of ``Forwarder``).
+``router.adapter.remote``'s, link-routed links ``router.adapter.relay``'s
+(all are base classes of ``Forwarder``).
 Decisions come from the core (records maintained by ``router.core.Router``,
 choice functions from ``addressing``, outcome rules from
 ``router.core.settlement``); this module must not make routing decisions of
@@ -22,6 +23,7 @@ from typing import Any
 
 from addressing import Distribution, choose_balanced
 from router.adapter.pn import ffi, lib
+from router.adapter.relay import Relay
 from router.adapter.remote import RemoteForwarding
 from router.core import (
     UNAVAILABLE,
@@ -70,7 +72,7 @@ pn_link_drained = lib.pn_link_drained
 pn_link_set_drain = lib.pn_link_set_drain
 
 
-class Forwarder(RemoteForwarding):
+class Forwarder(RemoteForwarding, Relay):
     """Moves messages between links.
 
     Args:

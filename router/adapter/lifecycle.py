@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autolink import AutoLink
+from linkroute import Detach
 from router.adapter.connections import Conn, open_properties, symbols, token
 from router.adapter.endpoints import (
     ROUTER_CONTROL,
@@ -23,21 +24,28 @@ from router.adapter.endpoints import (
     attach,
     capabilities,
     close_link,
+    facing_address,
     may_modify,
     open_router_link,
     remote_condition,
+    resumable,
     router_link,
+    set_condition,
 )
 from router.adapter.forwarder import Forwarder
 from router.adapter.pn import lib, to_str
 from router.core import (
     PRIORITIES,
+    AnswerAttach,
     AttachAutoLink,
     Connection,
+    DetachRouted,
     Effect,
+    ForwardAttach,
     InLink,
     OutLink,
     Role,
+    RoutedEnd,
     Router,
 )
 
@@ -56,7 +64,7 @@ class Lifecycle:
     clock: Callable[[], float]
     by_connection: dict[Any, Conn]
     by_transport: dict[Any, Conn]
-    links: dict[Any, InLink | OutLink]
+    links: dict[Any, InLink | OutLink | RoutedEnd]
     dirty: set[Conn]
 
     def __init__(self) -> None:
@@ -72,6 +80,12 @@ class Lifecycle:
         for effect in effects:
             if isinstance(effect, AttachAutoLink):
                 self._attach_autolink(effect)
+            elif isinstance(effect, ForwardAttach):
+                self._forward_attach(effect)
+            elif isinstance(effect, AnswerAttach):
+                self._answer_attach(effect)
+            elif isinstance(effect, DetachRouted):
+                self._detach_routed(effect)
             else:
                 rest.append(effect)
         if rest:
@@ -174,7 +188,11 @@ class Lifecycle:
         if conn is None:
             return
         now = self.clock()
-        link: InLink | OutLink | None
+        link: InLink | OutLink | RoutedEnd | None
+        routed = self.links.get(lptr)
+        if type(routed) is RoutedEnd:
+            self._routed_answered(routed, lptr)
+            return
         autolink = self.attaching.pop(lptr, None)
         if autolink is not None:
             link, effects = self._autolink_answered(autolink, lptr, now)
@@ -187,7 +205,7 @@ class Lifecycle:
         else:
             decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
             link = getattr(decision, "link", None)
-        if isinstance(link, (InLink, OutLink)):
+        if isinstance(link, (InLink, OutLink, RoutedEnd)):
             self.links[lptr] = link
             if isinstance(link, InLink) and not link.blocked:
                 self.forwarder.credit_dirty.add(link)
@@ -204,6 +222,9 @@ class Lifecycle:
             return
         self._forget_link(link)
         log.info("[%r][L%d] %s", link.conn, link.link_id, why)
+        if isinstance(link, RoutedEnd):
+            self.apply(self.router.routed_detached(link, self._remote_detach(lptr)))
+            return
         now = self.clock()
         effects = self.router.link_detached(link, now, error=self._detach_error(lptr))
         network = self.router.network
@@ -214,11 +235,13 @@ class Lifecycle:
                 effects.extend(network.link_lost(link.conn, now))
         self.apply(effects)
 
-    def _forget_link(self, link: InLink | OutLink) -> None:
+    def _forget_link(self, link: InLink | OutLink | RoutedEnd) -> None:
         if isinstance(link, OutLink):
             self.forwarder.lose_outgoing(link)
-        else:
+        elif isinstance(link, InLink):
             self.forwarder.lose_incoming(link)
+        else:
+            self.forwarder.routed_gone(link)
         link.handle = None
 
     def _session_lost(self, ssn: Any) -> None:
@@ -229,11 +252,22 @@ class Lifecycle:
     def _detached(self, lptr: Any) -> None:
         """Answer a remote detach; a link's own session ends with it."""
         close_link(lptr)
-        ssn = lib.pn_link_session(lptr)
-        if ssn in self.link_sessions:
-            self.link_sessions.discard(ssn)
-            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
-                lib.pn_session_close(ssn)
+        self._end_link_session(lptr)
+
+    @staticmethod
+    def _remote_detach(lptr: Any) -> Detach:
+        """The peer's detach of a link (or the end of its session) as passed on."""
+        cond = lib.pn_link_remote_condition(lptr)
+        closed = bool(lib.pn_link_state(lptr) & lib.PN_REMOTE_CLOSED)
+        if not lib.pn_condition_is_set(cond):
+            cond = lib.pn_session_remote_condition(lib.pn_link_session(lptr))
+            if lib.pn_session_state(lib.pn_link_session(lptr)) & lib.PN_REMOTE_CLOSED:
+                closed = True
+        if not lib.pn_condition_is_set(cond):
+            return Detach(closed=closed)
+        return Detach(condition=to_str(lib.pn_condition_get_name(cond)),
+                      description=to_str(lib.pn_condition_get_description(cond)),
+                      closed=closed)
 
     @staticmethod
     def _detach_error(lptr: Any) -> str:
@@ -280,6 +314,98 @@ class Lifecycle:
         lib.pn_link_open(lptr)
         self.attaching[lptr] = effect.autolink
         self.dirty.add(conn)
+
+    # -- link-routed links ---------------------------------------------------------------
+
+    def _forward_attach(self, effect: ForwardAttach) -> None:
+        """Attach the far end of a link-routed pair: the client's termini and
+        settle modes, the container-facing address as the route rewrote it."""
+        far = effect.far
+        conn = far.conn.handle
+        near_lptr = effect.near.handle
+        if conn is None or conn.closed or near_lptr is None:
+            return  # going away: its connection's close ends the pair
+        ssn = self._link_session(conn)
+        name = effect.name.encode()
+        lptr = lib.pn_receiver(ssn, name) if far.receiving else lib.pn_sender(ssn, name)
+        lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(near_lptr))
+        lib.pn_terminus_copy(lib.pn_link_target(lptr), lib.pn_link_remote_target(near_lptr))
+        facing = lib.pn_link_source(lptr) if far.receiving else lib.pn_link_target(lptr)
+        if lib.pn_terminus_get_type(facing) != lib.PN_COORDINATOR:
+            lib.pn_terminus_set_address(facing, effect.address.encode())
+        lib.pn_link_set_snd_settle_mode(lptr, lib.pn_link_remote_snd_settle_mode(near_lptr))
+        lib.pn_link_set_rcv_settle_mode(lptr, lib.pn_link_remote_rcv_settle_mode(near_lptr))
+        far.handle = lptr
+        self.links[lptr] = far
+        lib.pn_link_open(lptr)
+        self.dirty.add(conn)
+
+    def _routed_answered(self, far: RoutedEnd, lptr: Any) -> None:
+        """The far side answered a link-routed attach."""
+        sender = bool(lib.pn_link_is_sender(lptr))
+        facing = lib.pn_link_remote_target(lptr) if sender else lib.pn_link_remote_source(lptr)
+        if far.receiving:
+            far.may_modify = may_modify(lib.pn_link_remote_source(lptr))
+        self.apply(self.router.routed_answered(
+            far, facing_address(facing), null=lib.pn_terminus_get_type(facing) ==
+            lib.PN_UNSPECIFIED, resumable=resumable(facing)))
+
+    def _answer_attach(self, effect: AnswerAttach) -> None:
+        """Answer the client's attach with what the far side answered."""
+        near = effect.near
+        lptr = near.handle
+        if lptr is None:
+            return
+        far = near.partner
+        if far is not None and far.handle is not None and not effect.null:
+            flptr = far.handle
+            lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(flptr))
+            lib.pn_terminus_copy(lib.pn_link_target(lptr), lib.pn_link_remote_target(flptr))
+            lib.pn_link_set_snd_settle_mode(lptr, lib.pn_link_remote_snd_settle_mode(flptr))
+            lib.pn_link_set_rcv_settle_mode(lptr, lib.pn_link_remote_rcv_settle_mode(flptr))
+        facing = lib.pn_link_target(lptr) if near.receiving else lib.pn_link_source(lptr)
+        if effect.null:
+            lib.pn_terminus_set_type(facing, lib.PN_UNSPECIFIED)
+        elif effect.address is not None and lib.pn_terminus_get_type(facing) != \
+                lib.PN_COORDINATOR:
+            lib.pn_terminus_set_address(facing, effect.address.encode())
+        lib.pn_link_open(lptr)
+        conn = near.conn.handle
+        if conn is not None:
+            self.dirty.add(conn)
+        if not effect.null and far is not None:
+            # Credit the receiving side gave before the pair opened (7.3 step 7).
+            self.forwarder.relay_flow(far if near.receiving else near)
+
+    def _detach_routed(self, effect: DetachRouted) -> None:
+        """Detach one link of a pair: what passed through it is settled first."""
+        end = effect.end
+        lptr = end.handle
+        if lptr is None:
+            return
+        self.links.pop(lptr, None)
+        self.forwarder.routed_gone(end)
+        end.handle = None
+        if effect.condition:
+            set_condition(lib.pn_link_condition(lptr), effect.condition,
+                          effect.description or "")
+        if lib.pn_link_state(lptr) & lib.PN_LOCAL_UNINIT:
+            lib.pn_link_open(lptr)
+        if effect.closed:
+            lib.pn_link_close(lptr)
+        else:
+            lib.pn_link_detach(lptr)
+        self._end_link_session(lptr)
+        conn = end.conn.handle
+        if conn is not None:
+            self.dirty.add(conn)
+
+    def _end_link_session(self, lptr: Any) -> None:
+        ssn = lib.pn_link_session(lptr)
+        if ssn in self.link_sessions:
+            self.link_sessions.discard(ssn)
+            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
+                lib.pn_session_close(ssn)
 
     def _autolink_answered(self, autolink: AutoLink[Connection], lptr: Any, now: float
                            ) -> tuple[InLink | OutLink | None, list[Effect]]:

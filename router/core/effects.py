@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from autolink import AutoLink
-from router.core.records import Connection, InLink, OutLink, RouterLink
+from router.core.records import Connection, InLink, OutLink, RoutedEnd, RouterLink
 
 
 @attrs.frozen(kw_only=True)
@@ -82,5 +82,40 @@ class AttachAutoLink:
     address: str
 
 
+@attrs.frozen(kw_only=True)
+class ForwardAttach:
+    """Attach the far end of a link-routed pair on ``far.conn`` (reference
+    7.3 step 5): the role opposite the client's, the client's termini copied,
+    the container-facing terminus addressed ``address``, named ``name``."""
+
+    near: RoutedEnd
+    far: RoutedEnd
+    name: str
+    address: str
+
+
+@attrs.frozen(kw_only=True)
+class AnswerAttach:
+    """Answer the client's attach on ``near`` with the far side's termini and
+    the container-facing address ``address``; with ``null`` the terminus is
+    null, the attach is refused and a detach follows (reference 7.4)."""
+
+    near: RoutedEnd
+    address: str | None
+    null: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class DetachRouted:
+    """Detach one link of a link-routed pair with this error, closing it
+    unless ``closed`` is false; its unsettled deliveries get outcomes first."""
+
+    end: RoutedEnd
+    condition: str | None
+    description: str | None
+    closed: bool = True
+
+
 CreditEffect = UnblockSender | BlockSender
-Effect = UnblockSender | BlockSender | SendFrame | AttachAutoLink
+RoutedEffect = ForwardAttach | AnswerAttach | DetachRouted
+Effect = UnblockSender | BlockSender | SendFrame | AttachAutoLink | RoutedEffect

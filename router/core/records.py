@@ -16,6 +16,7 @@ from typing import Any
 
 from addressing import Distribution
 from autolink import AutoLink
+from linkroute import LinkRouteSpec, RoutedLink
 from router.core.ids import ConnectionId, LinkId
 
 PRIORITIES = 10
@@ -43,6 +44,7 @@ class Connection:
         "name",
         "out_links",
         "role",
+        "routed",
         "strip_in",
         "strip_out",
     )
@@ -71,6 +73,7 @@ class Connection:
         self.handle = handle
         self.in_links: dict[LinkId, InLink] = {}
         self.out_links: dict[LinkId, OutLink] = {}
+        self.routed: dict[LinkId, RoutedEnd] = {}
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"
@@ -374,3 +377,38 @@ class RemoteTarget:
 
     def __repr__(self) -> str:
         return f"RemoteTarget({self.router_id} via {self.link.peer} cost={self.cost})"
+
+
+class RoutedEnd:
+    """One link of a link-routed pair, as the relay sees it (reference 7.4).
+
+    What arrives on it is passed to ``partner`` as it is: transfers with
+    their tags, credit, drain and dispositions.  ``receiving``: the router
+    receives on this link (the peer is a sender).  ``deliveries`` maps each
+    unsettled delivery on this link to its copy on the partner.  ``route``
+    is the link route whose rewriting applies, on the end facing the
+    container; ``drain`` is the drain flag last passed on to this link.
+    """
+
+    __slots__ = ("conn", "deliveries", "drain", "handle", "link_id", "may_modify", "name", "pair",
+                 "partner", "receiving", "relayed", "route")
+
+    def __init__(self, link_id: LinkId, conn: Connection, *, name: str, receiving: bool,
+                 handle: Any = None) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.name = name
+        self.receiving = receiving
+        self.handle = handle
+        self.partner: RoutedEnd | None = None
+        self.pair: RoutedLink[RoutedEnd] | None = None
+        self.route: LinkRouteSpec | None = None
+        self.deliveries: dict[Any, Any] = {}
+        self.drain = False
+        # Whether the sender on a receiving end takes MODIFIED (as InLink's).
+        self.may_modify = True
+        # Deliveries passed through this link (management's deliveryCount).
+        self.relayed = 0
+
+    def __repr__(self) -> str:
+        return f"{self.conn!r}[L{self.link_id}] routed {'in' if self.receiving else 'out'}"

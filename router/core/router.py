@@ -23,6 +23,7 @@ from addressing import (
     classify,
 )
 from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
+from linkroute import Detach, LinkRouteSpec
 from router.core.destinations import demand_changed, senders_changed
 from router.core.effects import (
     AttachAutoLink,
@@ -33,6 +34,7 @@ from router.core.effects import (
     OutgoingAccepted,
 )
 from router.core.ids import LinkId
+from router.core.linkrouting import LinkRouting
 from router.core.network import Network
 from router.core.records import (
     PRIORITIES,
@@ -41,6 +43,7 @@ from router.core.records import (
     InLink,
     OutLink,
     Role,
+    RoutedEnd,
     RouterLink,
 )
 
@@ -49,6 +52,8 @@ log = logging.getLogger(__name__)
 COORDINATOR = "$coordinator"
 WAYPOINT_CAPABILITY = "qd.waypoint"
 FALLBACK_CAPABILITY = "qd.fallback"
+# First letters of link-route keys (reference 4.1): prefix in/out, pattern in/out.
+LINK_ROUTE_CLASSES = "CDEF"
 # x-opt-qd.phase of a message for a fallback destination: 'F' - '0' (reference 4.7).
 FALLBACK_PHASE = 22
 _KEY_CACHE_MAX = 4096
@@ -112,6 +117,9 @@ class Router:
         instance: this router's start time (epoch seconds), for the protocol.
         timers: the router entity's protocol intervals (``hello_interval_s``...).
         auto_links: the configured auto-links.
+        link_routes: the configured link routes.
+        allow_resumable_link_route: route attaches whose terminus outlives
+            its connection (``allowResumableLinkRoute``).
     """
 
     def __init__(
@@ -125,6 +133,8 @@ class Router:
         instance: int = 0,
         timers: dict[str, float] | None = None,
         auto_links: Iterable[AutoLinkSpec] = (),
+        link_routes: Iterable[LinkRouteSpec] = (),
+        allow_resumable_link_route: bool = True,
     ) -> None:
         self.router_id = router_id
         self.addresses = addresses
@@ -139,6 +149,9 @@ class Router:
                                    record_for=self._remote_record, release_record=self._release,
                                    **(timers or {}))
         self.autolinks: AutoLinkTable[Connection] = AutoLinkTable(auto_links)
+        self.link_routing = LinkRouting(link_routes, link_id=self._link_id, records=self.records,
+                                        network=self.network,
+                                        allow_resumable=allow_resumable_link_route)
 
     # -- address records ----------------------------------------------------
 
@@ -202,6 +215,8 @@ class Router:
             if self.records.get(rec.key) is rec:
                 del self.records[rec.key]
                 log.debug("address record %s freed", rec)
+                if rec.key[0] in LINK_ROUTE_CLASSES:
+                    self.link_routing.forget(rec.key)
 
     def _add_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
         """Bind a router-outgoing link as a destination of ``record``."""
@@ -347,6 +362,7 @@ class Router:
             effects.extend(self.link_detached(link, now))
         if self.network is not None:
             effects.extend(self.network.link_lost(conn, now))
+        effects.extend(self.link_routing.connection_closed(conn, now))
         if conn.role is Role.ROUTE_CONTAINER:
             for autolink in self.autolinks.connection_closed(conn):
                 effects.append(self._attach_autolink(autolink))
@@ -355,11 +371,31 @@ class Router:
     # -- route-container connections and auto-links (reference 3.5, 8) --------
 
     def connection_opened(self, conn: Connection, now: float = 0.0) -> list[Effect]:
-        """A connection opened; a route-container connection gets the
-        auto-links it serves attached."""
+        """A connection opened; a route-container connection activates the link
+        routes it serves and gets the auto-links it serves attached."""
         if conn.role is not Role.ROUTE_CONTAINER:
             return []
-        return [self._attach_autolink(al) for al in self.autolinks.connection_opened(conn)]
+        effects = self.link_routing.connection_opened(conn, now)
+        effects.extend(self._attach_autolink(al) for al in self.autolinks.connection_opened(conn))
+        return effects
+
+    # -- link routes (reference 7) --------------------------------------------------------
+
+    def link_routed_attach(self, conn: Connection, *, name: str, address: str,
+                           receiving: bool, resumable: bool = False, handle: object = None
+                           ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
+        """An attach whose address may match a link route: see ``LinkRouting.attach``."""
+        return self.link_routing.attach(conn, name=name, address=address, receiving=receiving,
+                                        resumable=resumable, handle=handle)
+
+    def routed_answered(self, far: RoutedEnd, address: str | None, *, null: bool,
+                        resumable: bool = False) -> list[Effect]:
+        """The far side answered a link-routed attach."""
+        return self.link_routing.answered(far, address, null=null, resumable=resumable)
+
+    def routed_detached(self, end: RoutedEnd, detach: Detach) -> list[Effect]:
+        """The peer detached one link of a link-routed pair."""
+        return self.link_routing.detached(end, detach)
 
     def _attach_autolink(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
         conn = autolink.peer
@@ -424,8 +460,12 @@ class Router:
             return record
         if key[0] == "R":
             return self._record(key, f"_topo/0/{key[1:]}", Distribution.CLOSEST, None)
+        if key[0] in LINK_ROUTE_CLASSES:
+            if not self.link_routing.learn(key):
+                return None
+            return self._record(key, key[1:], Distribution.BALANCED, None)
         if key[0] != "M" or len(key) < 3:
-            return None  # link-route and edge keys come with their issues
+            return None  # edge keys come with edge routers
         address = key[2:]
         distribution, spec = self._treatment(address)
         if spec is not None and distribution is not Distribution.UNAVAILABLE:

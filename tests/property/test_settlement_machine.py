@@ -60,7 +60,7 @@ from proton import Delivery, Event, Link, Message
 
 import router
 from addressing import AddressSpec, AddressTable, Distribution
-from router.core import InLink, OutLink
+from router.core import InLink, OutLink, RoutedEnd
 from tests.property.inproc import Client, Harness
 
 ACCEPTED = int(Delivery.ACCEPTED)
@@ -647,7 +647,8 @@ class SettlementMachine(RuleBasedStateMachine):
 
     def check_router(self) -> None:
         engine = self.h.engine
-        by_name: dict[str, InLink | OutLink] = {link.name: link for link in engine.links.values()}
+        by_name: dict[str, InLink | OutLink | RoutedEnd] = {
+            link.name: link for link in engine.links.values()}
         expected = {p.name for p in self.live_producers()} | {
             c.name for c in self.live_consumers()}
         assert set(by_name) == expected, f"router links {sorted(by_name)} != {sorted(expected)}"

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from proton import Delivery, Message
-from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, LinkDetached
 
 TIMEOUT_S = 10.0
 
@@ -69,3 +69,17 @@ def receive_all(receiver: BlockingReceiver, count: int, timeout: float = TIMEOUT
         if accept:
             receiver.accept()
     return messages
+
+
+def wait_through_detaches(conn: BlockingConnection, condition: Any,
+                          timeout: float = TIMEOUT_S, what: str = "condition") -> list[str]:
+    """Wait for ``condition`` while links are detached by the peer (which
+    makes ``BlockingConnection.wait`` raise); return the detach conditions."""
+    detached: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.wait(condition, timeout=max(0.1, deadline - time.monotonic()), msg=what)
+            return detached
+        except LinkDetached as exc:
+            detached.append(str(exc.condition))

@@ -1,0 +1,218 @@
+"""Relaying link-routed links: the per-delivery path of a routed pair (reference 7.4).
+
+Owns passing everything between the two links of a pair without parsing a
+message: each transfer with its delivery tag (refused above 32 bytes), its
+bytes as they arrive (a multi-frame message streams through, an aborted one
+is aborted on the other side), its settlement and any delivery state it
+carries (a transactional state); dispositions both ways; credit granted by
+the receiving side and drain, and the sender's "drained" back.  When one
+link of a pair goes away it settles what passed through it: a producer
+whose message went to a receiver that left is told MODIFIED (RELEASED when
+it never left the router, or when the producer does not take MODIFIED);
+copies of a departed producer's messages carry on, a partial one aborted.
+
+Decisions about the pair itself (answers, detaches) are the core's
+(``router.core.linkrouting``); this module must not make them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.adapter.pn import lib
+from router.adapter.settling import Settling, copy_disposition
+from router.core import RoutedEnd
+from router.core.settlement import MODIFIED, REJECTED, RELEASED
+
+MAX_TAG = 32
+
+pn_delivery = lib.pn_delivery
+pn_delivery_tag = lib.pn_delivery_tag
+pn_delivery_pending = lib.pn_delivery_pending
+pn_delivery_partial = lib.pn_delivery_partial
+pn_delivery_aborted = lib.pn_delivery_aborted
+pn_delivery_settled = lib.pn_delivery_settled
+pn_delivery_settle = lib.pn_delivery_settle
+pn_delivery_update = lib.pn_delivery_update
+pn_delivery_remote_state = lib.pn_delivery_remote_state
+pn_delivery_local_state = lib.pn_delivery_local_state
+pn_link_recv = lib.pn_link_recv
+pn_link_send = lib.pn_link_send
+pn_link_advance = lib.pn_link_advance
+pn_link_current = lib.pn_link_current
+pn_link_credit = lib.pn_link_credit
+
+
+class Relay(Settling):
+    """The routed-link half of the forwarder (a base class of ``Forwarder``)."""
+
+    _cbuf: Any
+    _view: memoryview
+    _size: int
+
+    def _grow(self, size: int) -> None:
+        raise NotImplementedError
+
+    def relay(self, d: Any, end: RoutedEnd) -> None:
+        """A PN_DELIVERY event on a routed link."""
+        if end.receiving:
+            self._relay_transfer(d, end)
+        else:
+            self._relay_disposition(d, end)
+
+    def _relay_transfer(self, d: Any, end: RoutedEnd) -> None:
+        """A transfer (or an update of one) from the sender on ``end``."""
+        od = end.deliveries.get(d)
+        partner = end.partner
+        if od is None:
+            pair = end.pair
+            if partner is None or partner.handle is None or pair is None or not pair.open:
+                self._refuse(d, end, RELEASED)
+                return
+            tag = pn_delivery_tag(d)
+            if tag.size > MAX_TAG:
+                self._refuse(d, end, REJECTED, "amqp:invalid-field",
+                             "delivery tag length exceeded")
+                return
+            od = pn_delivery(partner.handle, tag)
+            state = pn_delivery_remote_state(d)
+            if state:  # a state on the transfer itself, e.g. transactional
+                copy_disposition(od, d, state)
+            end.deliveries[d] = od
+            partner.deliveries[od] = d
+            end.relayed += 1
+            partner.relayed += 1
+        assert partner is not None
+        lptr = end.handle
+        n = pn_delivery_pending(d)
+        while n > 0:
+            if n > self._size:
+                self._grow(n)
+            got = pn_link_recv(lptr, self._cbuf, n)
+            if got <= 0:
+                break
+            pn_link_send(partner.handle, self._view[:got].tobytes(), got)
+            n = pn_delivery_pending(d)
+        self.dirty.add(partner.conn.handle)
+        if pn_delivery_aborted(d):
+            # proton settles an aborted transfer; the copy is aborted too (6.5).
+            if pn_link_current(lptr) == d:
+                pn_link_advance(lptr)
+            lib.pn_delivery_abort(od)
+            del end.deliveries[d]
+            partner.deliveries.pop(od, None)
+            pn_delivery_settle(d)
+            return
+        if pn_delivery_partial(d):
+            return
+        if pn_link_current(lptr) == d:  # complete: both move on to the next
+            pn_link_advance(lptr)
+            pn_link_advance(partner.handle)
+        if pn_delivery_settled(d):
+            state = pn_delivery_remote_state(d)
+            if state and state != pn_delivery_local_state(od):
+                copy_disposition(od, d, state)
+            pn_delivery_settle(od)
+            pn_delivery_settle(d)
+            del end.deliveries[d]
+            partner.deliveries.pop(od, None)
+            self.dirty.add(end.conn.handle)
+
+    def _refuse(self, d: Any, end: RoutedEnd, state: int, condition: str | None = None,
+                description: str | None = None) -> None:
+        """Give a transfer the router's own outcome (nothing to relay it to)."""
+        lptr = end.handle
+        while pn_delivery_pending(d) > 0 and pn_link_recv(lptr, self._cbuf, self._size) > 0:
+            pass
+        if pn_link_current(lptr) == d and not pn_delivery_partial(d):
+            pn_link_advance(lptr)
+        if condition is not None:
+            cond = lib.pn_disposition_condition(lib.pn_delivery_local(d))
+            lib.pn_condition_set_name(cond, condition.encode())
+            if description:
+                lib.pn_condition_set_description(cond, description.encode())
+        pn_delivery_update(d, state)
+        pn_delivery_settle(d)
+        self.dirty.add(end.conn.handle)
+
+    def _relay_disposition(self, od: Any, end: RoutedEnd) -> None:
+        """The receiver on ``end`` updated or settled a delivery the router sent."""
+        d = end.deliveries.get(od)
+        settled = pn_delivery_settled(od)
+        if d is None:
+            if settled:
+                pn_delivery_settle(od)
+            return
+        state = pn_delivery_remote_state(od)
+        if state and state != pn_delivery_local_state(d):
+            copy_disposition(d, od, state)
+        partner = end.partner
+        if settled:
+            pn_delivery_settle(d)
+            pn_delivery_settle(od)
+            del end.deliveries[od]
+            if partner is not None:
+                partner.deliveries.pop(d, None)
+        if partner is not None and partner.conn.handle is not None:
+            self.dirty.add(partner.conn.handle)
+
+    def relay_flow(self, end: RoutedEnd) -> None:
+        """A PN_LINK_FLOW on a routed link: pass credit, drain and drained on."""
+        partner = end.partner
+        pair = end.pair
+        if partner is None or partner.handle is None or pair is None or not pair.open:
+            return
+        if end.receiving:
+            # The sender on ``end`` answered a drain: the partner's receiver
+            # learns that its credit is used up.
+            if lib.pn_link_get_drain(partner.handle) and pn_link_credit(end.handle) <= 0:
+                lib.pn_link_drained(partner.handle)
+                self.dirty.add(partner.conn.handle)
+            return
+        # The receiver on ``end`` gave credit: the sender on the partner gets as
+        # much outstanding, and the same drain flag.
+        want = pn_link_credit(end.handle)
+        have = pn_link_credit(partner.handle)
+        if want > have:
+            lib.pn_link_flow(partner.handle, want - have)
+            self.dirty.add(partner.conn.handle)
+        drain = bool(lib.pn_link_get_drain(end.handle))
+        if drain != partner.drain:
+            partner.drain = drain
+            lib.pn_link_set_drain(partner.handle, drain)
+            self.dirty.add(partner.conn.handle)
+
+    def routed_gone(self, end: RoutedEnd) -> None:
+        """``end`` was detached by its peer or lost with its connection: settle
+        what passed through it (reference 6.4, 6.5)."""
+        deliveries = end.deliveries
+        end.deliveries = {}
+        partner = end.partner
+        if partner is None:
+            return
+        if end.receiving:
+            # Its producer left: copies carry on unlinked, a partial one is aborted.
+            for od in deliveries.values():
+                partner.deliveries.pop(od, None)
+                if partner.handle is not None and pn_link_current(partner.handle) == od:
+                    lib.pn_delivery_abort(od)  # not advanced: still incomplete
+                    self.dirty.add(partner.conn.handle)
+            return
+        # Its receiver left: each producer's delivery gets an outcome.  The
+        # newest ``queued`` copies never left the router.
+        queued = lib.pn_link_queued(end.handle) if end.handle is not None else 0
+        copies = list(deliveries.items())
+        for index, (od, d) in enumerate(copies):
+            partner.deliveries.pop(d, None)
+            sent = index < len(copies) - queued
+            state = MODIFIED if sent and partner.may_modify else RELEASED
+            if state == MODIFIED:
+                lib.pn_disposition_set_failed(lib.pn_delivery_local(d), True)
+            pn_delivery_update(d, state)
+            pn_delivery_settle(d)
+            pn_delivery_settle(od)
+        if copies and partner.conn.handle is not None:
+            self.dirty.add(partner.conn.handle)
+
+
+__all__ = ["MAX_TAG", "Relay"]

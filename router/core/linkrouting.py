@@ -1,0 +1,200 @@
+"""Link routing in the core: attaches that match a link route, and their pairs.
+
+Owns, for one router, the link-route table (``linkroute.LinkRouteTable``):
+advertising a link route's key while a route-container connection serves
+it (reference 7.2), learning the keys other routers advertise, turning a
+matching attach into a pair of links (``linkroute.route_attach``: to a
+local container, or one hop on toward a router that advertises the route),
+and turning what happens to each pair (``linkroute.RoutedLink``) into
+effects for the adapter.  Messages on routed links are relayed by the
+adapter without parsing; nothing here runs per message.
+
+Pure: no proton, no clock; it returns effects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from addressing import Direction
+from linkroute import (
+    LINK_ROUTE_HINT,
+    Answer,
+    AnswerNear,
+    Detach,
+    LinkRouteSpec,
+    LinkRouteTable,
+    PairEvent,
+    PairState,
+    Refusal,
+    RoutedLink,
+    Side,
+    ToContainer,
+    client_address,
+    route_attach,
+    routed_name,
+)
+from router.core.effects import (
+    AnswerAttach,
+    AttachRefused,
+    DetachRouted,
+    Effect,
+    ForwardAttach,
+)
+from router.core.ids import LinkId
+from router.core.network import Network
+from router.core.records import AddressRecord, Connection, RemoteTarget, Role, RoutedEnd
+
+log = logging.getLogger(__name__)
+
+
+class LinkRouting:
+    """The link routes of one router and the pairs of links they made.
+
+    Args:
+        specs: the configured link routes.
+        link_id: gives the next link id (shared with the router's other links).
+        records: the router's address records (link-route keys learnt from
+            other routers have one, holding the routers that advertise them).
+        network: the network side, for advertising keys (None: standalone).
+        allow_resumable: the router's ``allowResumableLinkRoute``.
+    """
+
+    def __init__(self, specs: Iterable[LinkRouteSpec], *, link_id: Callable[[], LinkId],
+                 records: dict[str, AddressRecord], network: Network | None,
+                 allow_resumable: bool = True) -> None:
+        self.table: LinkRouteTable[Connection] = LinkRouteTable(specs)
+        self._link_id = link_id
+        self._records = records
+        self._network = network
+        self.allow_resumable = allow_resumable
+
+    # -- route-container connections and the network ------------------------------
+
+    def connection_opened(self, conn: Connection, now: float) -> list[Effect]:
+        """Activate the link routes ``conn`` serves; advertise newly served keys."""
+        effects: list[Effect] = []
+        for entry in self.table.connection_opened(conn):
+            if self._network is not None:
+                effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+        return effects
+
+    def learn(self, key: str) -> bool:
+        """Another router advertises ``key``; False when it is no link-route key."""
+        return self.table.learn(key) is not None
+
+    def forget(self, key: str) -> None:
+        self.table.forget(key)
+
+    # -- attaches ---------------------------------------------------------------------
+
+    def attach(self, conn: Connection, *, name: str, address: str, receiving: bool,
+               resumable: bool = False, handle: object = None
+               ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
+        """A client (or a router on the way) attached a link: link-route it
+        if its address matches a link route (reference 5.1 step 6, 7.3).
+
+        Args:
+            conn: where the attach arrived.
+            name: its link name.
+            address: the container-facing terminus address (the target of a
+                sender, the source of a receiver; ``$coordinator`` for a
+                transaction coordinator).
+            receiving: the router receives on the link (a client sender).
+            resumable: the client's terminus outlives its connection.
+            handle: the adapter's link.
+
+        Returns:
+            None when no link route matches (message routing applies); a
+            refusal; or the near end of a new pair, with the far attach to make.
+        """
+        direction = Direction.IN if receiving else Direction.OUT
+        entry = self.table.match(address, direction)
+        if entry is None:
+            return None, []
+        record = self._records.get(entry.key)
+        remotes: list[RemoteTarget] = record.remotes if record is not None else []
+        decision = route_attach(entry, address, remotes, resumable=resumable,
+                                allow_resumable=self.allow_resumable)
+        if isinstance(decision, Refusal):
+            log.info("[%r] link-routed attach %s %r refused: %s", conn, name, address,
+                     decision.condition)
+            return AttachRefused(condition=decision.condition,
+                                 description=decision.description), []
+        near = RoutedEnd(self._link_id(), conn, name=name, receiving=receiving, handle=handle)
+        if isinstance(decision, ToContainer):
+            far_conn, far_address = decision.peer, decision.address
+        else:
+            far_conn, far_address = decision.router.link.conn, address
+        far = RoutedEnd(self._link_id(), far_conn, name=routed_name(
+            name, None if conn.role is Role.INTER_ROUTER else conn.container_id),
+            receiving=not receiving)
+        if isinstance(decision, ToContainer):
+            far.route = decision.spec
+        near.partner, far.partner = far, near
+        near.pair = far.pair = RoutedLink(near=near, far=far, near_resumable=resumable)
+        conn.routed[near.link_id] = near
+        far_conn.routed[far.link_id] = far
+        log.debug("[%r] %s %r link-routed to %r", conn, name, address, far_conn)
+        return near, [ForwardAttach(near=near, far=far, name=far.name, address=far_address)]
+
+    def answered(self, far: RoutedEnd, address: str | None, *, null: bool,
+                 resumable: bool = False) -> list[Effect]:
+        """The far side answered the attach: ``address`` is its container-facing
+        terminus address; ``null``: it answered with a null terminus."""
+        pair = far.pair
+        assert pair is not None
+        pair.far_resumable = resumable
+        return self._act(pair, PairEvent.REFUSED if null else PairEvent.ANSWERED,
+                         address=address)
+
+    def detached(self, end: RoutedEnd, detach: Detach) -> list[Effect]:
+        """The peer detached ``end``; the other side gets the same detach."""
+        pair = end.pair
+        if pair is None or pair.state is PairState.CLOSED:
+            return []
+        event = PairEvent.NEAR_DETACHED if end is pair.near else PairEvent.FAR_DETACHED
+        return self._act(pair, event, detach=detach)
+
+    def connection_closed(self, conn: Connection, now: float) -> list[Effect]:
+        """A connection went away: its pairs' other sides get routed-link-lost,
+        and the link routes it alone served stop being advertised."""
+        effects: list[Effect] = []
+        for end in list(conn.routed.values()):
+            pair = end.pair
+            if pair is None or pair.state is PairState.CLOSED:
+                continue
+            event = PairEvent.NEAR_LOST if end is pair.near else PairEvent.FAR_LOST
+            effects.extend(self._act(pair, event))
+        conn.routed.clear()
+        if conn.role is Role.ROUTE_CONTAINER:
+            for entry in self.table.connection_closed(conn):
+                if self._network is not None:
+                    effects.extend(self._network.address_removed(entry.key, now))
+        return effects
+
+    def _act(self, pair: RoutedLink[RoutedEnd], event: PairEvent, *,
+             detach: Detach | None = None, address: str | None = None) -> list[Effect]:
+        effects: list[Effect] = []
+        for action in pair.fire(event, detach):
+            if isinstance(action, AnswerNear):
+                null = action.answer is Answer.NULL
+                answer = address
+                route = pair.far.route
+                if answer is not None and route is not None:
+                    answer = client_address(answer, route)
+                effects.append(AnswerAttach(near=pair.near, address=None if null else answer,
+                                            null=null))
+            else:
+                end = pair.near if action.side is Side.NEAR else pair.far
+                d = action.detach
+                effects.append(DetachRouted(end=end, condition=d.condition,
+                                            description=d.description, closed=d.closed))
+        if pair.state is PairState.CLOSED:
+            for end in (pair.near, pair.far):
+                end.conn.routed.pop(end.link_id, None)
+        return effects
+
+
+__all__ = ["LinkRouting"]

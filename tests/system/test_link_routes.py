@@ -1,0 +1,150 @@
+"""Link routes against a real RabbitMQ (reference 7).
+
+A client's link whose address matches a link route is not terminated by the
+router: it is attached on to the broker, and transfers, dispositions, credit
+and detaches pass straight through, on one router or across a network.
+"""
+
+from __future__ import annotations
+
+import pytest
+from proton import Delivery
+from proton.utils import LinkDetached
+
+from tests.system.brokered import LOG_INFO, broker_connector
+from tests.system.clients import (
+    connect,
+    receive_all,
+    send_async,
+    wait_settled,
+    wait_through_detaches,
+)
+from tests.system.conftest import StartRouter
+from tests.system.harness import router_conf
+from tests.system.network import start_network
+from tests.system.rabbitmq import RabbitMQ, free_port
+
+
+def link_routes(prefix: str, connection: str = "broker", extra: str = "") -> str:
+    return "".join(
+        f"linkRoute {{\n    prefix: {prefix}\n    direction: {d}\n    connection: {connection}\n"
+        f"{extra}}}\n" for d in ("in", "out"))
+
+
+def test_a_sender_and_a_receiver_are_link_routed_to_the_broker_queue(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + link_routes("lr")
+                                   + LOG_INFO))
+    hop.wait_log(r"Link Route Activated")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("lr.one")
+        deliveries = [send_async(sender, f"m{i}") for i in range(5)]
+        conn.wait(lambda: all(d.settled for d in deliveries), msg="the broker settles")
+        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 5
+        assert rabbitmq.queue_depth("lr.one") == 5
+        receiver = conn.create_receiver("lr.one", credit=10)
+        assert [m.body for m in receive_all(receiver, 5)] == [f"m{i}" for i in range(5)]
+    finally:
+        conn.close()
+    assert "Link-routed attach: dir=in address=lr.one" in hop.log_text()
+
+
+def test_external_prefixes_are_rewritten_toward_the_broker_and_back(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    routes = link_routes("lrp", extra="    delExternalPrefix: lrp.\n"
+                                      "    addExternalPrefix: ext-\n")
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + routes + LOG_INFO))
+    hop.wait_log(r"Link Route Activated")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("lrp.orders")
+        assert sender.link.remote_target.address == "lrp.orders", \
+            "the client sees its own address in the answer"
+        delivery = send_async(sender, "rewritten")
+        assert wait_settled(conn, delivery) == Delivery.ACCEPTED
+        assert rabbitmq.queue_depth("ext-orders") == 1
+        assert rabbitmq.queue_depth("lrp.orders") is None
+        receiver = conn.create_receiver("lrp.orders")
+        assert receiver.link.remote_source.address == "lrp.orders"
+        assert [m.body for m in receive_all(receiver, 1)] == ["rewritten"]
+    finally:
+        conn.close()
+
+
+def test_no_route_refuses_the_attach(start_router: StartRouter) -> None:
+    hop = start_router(router_conf(broker_connector(free_port()) + link_routes("lrn")
+                                   + LOG_INFO))
+    conn = connect(hop.url)
+    try:
+        with pytest.raises(LinkDetached) as refused:
+            conn.create_sender("lrn.q")
+        assert refused.value.condition == "qd:no-route-to-dest"
+        with pytest.raises(LinkDetached) as refused:
+            conn.create_receiver("lrn.q")
+        assert refused.value.condition == "qd:no-route-to-dest"
+        other = conn.create_sender("plain.address")
+        assert other.link.state & other.link.REMOTE_ACTIVE, "other addresses still work"
+    finally:
+        conn.close()
+
+
+def test_link_routes_across_a_three_router_line(start_router: StartRouter,
+                                                rabbitmq: RabbitMQ) -> None:
+    """The broker is on A, the client on C: the attach goes C -> B -> A ->
+    broker; B and C learn the link route from A's advertisement alone."""
+    net = start_network(start_router, {"A": [], "B": ["A"], "C": ["B"]},
+                        extras={"A": broker_connector(rabbitmq.port) + link_routes("lrnet")})
+    for router in ("B", "C"):
+        net[router].wait_log(r"link route Clrnet learnt", timeout=20)
+        net[router].wait_log(r"link route Dlrnet learnt", timeout=20)
+    conn = connect(net.url("C"))
+    try:
+        sender = conn.create_sender("lrnet.q")
+        deliveries = [send_async(sender, f"n{i}") for i in range(10)]
+        conn.wait(lambda: all(d.settled for d in deliveries), msg="the broker settles")
+        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 10
+        assert rabbitmq.queue_depth("lrnet.q") == 10
+        receiver = conn.create_receiver("lrnet.q", credit=5)
+        assert [m.body for m in receive_all(receiver, 10)] == [f"n{i}" for i in range(10)]
+    finally:
+        conn.close()
+    for router in ("A", "B"):
+        assert "Link-routed attach: dir=in address=lrnet.q" in net[router].log_text()
+
+
+def test_losing_the_broker_detaches_routed_links_and_settles_in_flight_deliveries(
+        start_router: StartRouter) -> None:
+    broker = RabbitMQ("lost")
+    try:
+        broker.start()
+        hop = start_router(router_conf(broker_connector(broker.port) + link_routes("lrl")
+                                       + LOG_INFO))
+        hop.wait_log(r"Link Route Activated")
+        conn = connect(hop.url)
+        try:
+            receiver = conn.create_receiver("lrl.q", credit=10)
+            sender = conn.create_sender("lrl.q")
+            first = send_async(sender, "before")
+            assert wait_settled(conn, first) == Delivery.ACCEPTED
+            assert receiver.receive(timeout=10).body == "before"
+            deliveries = [send_async(sender, f"x{i}") for i in range(20)]
+            broker.kill()
+            closed = sender.link.REMOTE_CLOSED
+            detaches = wait_through_detaches(
+                conn, lambda: all(d.settled for d in deliveries)
+                and bool(sender.link.state & closed) and bool(receiver.link.state & closed),
+                what="every delivery settled and both links detached")
+            assert detaches == ["qd:routed-link-lost"] * 2
+            assert sender.link.remote_condition.name == "qd:routed-link-lost"
+            assert receiver.link.remote_condition.name == "qd:routed-link-lost"
+            assert {d.remote_state for d in deliveries} <= \
+                {Delivery.ACCEPTED, Delivery.MODIFIED, Delivery.RELEASED}
+            with pytest.raises(LinkDetached) as refused:
+                conn.create_sender("lrl.q")
+            assert refused.value.condition == "qd:no-route-to-dest"
+        finally:
+            conn.close()
+    finally:
+        broker.stop()
+        broker.remove()
