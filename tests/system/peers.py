@@ -14,7 +14,7 @@ import itertools
 import threading
 from typing import Any
 
-from proton import Described, Delivery, symbol
+from proton import Delivery, Described, symbol
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -78,16 +78,15 @@ class TransactionalPeer(MessagingHandler):  # type: ignore[misc]
             delivery.settle()
             return
         if isinstance(body, Described) and body.descriptor in DISCHARGE:
-            txn, failed = body.value[0], bool(body.value[1])
             with self.lock:
-                self.discharged.append((bytes(txn), failed))
+                self.discharged.append((bytes(body.value[0]), bool(body.value[1])))
             self.accept(delivery)
             return
-        txn = None
+        within: bytes | None = None
         if delivery.remote_state == TRANSACTIONAL_STATE and delivery.remote.data:
-            txn = bytes(delivery.remote.data[0])
+            within = bytes(delivery.remote.data[0])
         with self.lock:
-            self.received.append((event.link.remote_target.address, body, txn))
+            self.received.append((event.link.remote_target.address, body, within))
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
 
