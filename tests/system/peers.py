@@ -14,7 +14,7 @@ import itertools
 import threading
 from typing import Any
 
-from proton import Delivery, Described, symbol
+from proton import Condition, Delivery, Described, symbol
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -24,31 +24,21 @@ DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 
 
-class TransactionalPeer(MessagingHandler):  # type: ignore[misc]
-    """A transaction coordinator and message sink.
+class Peer(MessagingHandler):  # type: ignore[misc]
+    """A proton container in a thread of its own that answers every attach
+    with the termini it was sent (as a broker answering for its nodes)."""
 
-    ``declared`` lists the transaction ids it gave out, ``discharged`` the
-    ``(id, failed)`` discharges, ``received`` ``(address, body, id)`` for
-    each message (``id`` None outside a transaction).
-    """
-
-    def __init__(self, url: str, *, listen: bool = False, container_id: str = "txn-peer"
-                 ) -> None:
-        super().__init__(prefetch=10, auto_accept=False)
+    def __init__(self, url: str, *, listen: bool, container_id: str, prefetch: int) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=False)
         self.url = url
         self.listen = listen
-        self.declared: list[bytes] = []
-        self.discharged: list[tuple[bytes, bool]] = []
-        self.received: list[tuple[str, Any, bytes | None]] = []
-        self._ids = itertools.count(1)
+        self.lock = threading.Lock()
         self._container = Container(self)
         self._container.container_id = container_id
         # The reactor is not thread-safe: the test stops it through an event.
         self._injector = EventInjector()
         self._container.selectable(self._injector)
         self._thread = threading.Thread(target=self._container.run, daemon=True)
-        self._connection: Any = None
-        self.lock = threading.Lock()
 
     def start(self) -> None:
         self._thread.start()
@@ -64,7 +54,28 @@ class TransactionalPeer(MessagingHandler):  # type: ignore[misc]
         if self.listen:
             event.container.listen(self.url)
         else:
-            self._connection = event.container.connect(self.url, reconnect=False)
+            event.container.connect(self.url, reconnect=False)
+
+    def on_link_opening(self, event: Any) -> None:
+        event.link.source.copy(event.link.remote_source)
+        event.link.target.copy(event.link.remote_target)
+
+
+class TransactionalPeer(Peer):
+    """A transaction coordinator and message sink.
+
+    ``declared`` lists the transaction ids it gave out, ``discharged`` the
+    ``(id, failed)`` discharges, ``received`` ``(address, body, id)`` for
+    each message (``id`` None outside a transaction).
+    """
+
+    def __init__(self, url: str, *, listen: bool = False, container_id: str = "txn-peer"
+                 ) -> None:
+        super().__init__(url, listen=listen, container_id=container_id, prefetch=10)
+        self.declared: list[bytes] = []
+        self.discharged: list[tuple[bytes, bool]] = []
+        self.received: list[tuple[str, Any, bytes | None]] = []
+        self._ids = itertools.count(1)
 
     def on_message(self, event: Any) -> None:
         delivery = event.delivery
@@ -91,4 +102,51 @@ class TransactionalPeer(MessagingHandler):  # type: ignore[misc]
         delivery.settle()
 
 
-__all__ = ["TransactionalPeer"]
+
+
+class MisbehavingPeer(Peer):
+    """A container that takes messages but plays with credit and sessions.
+
+    On every link it receives on it grants credit one at a time and, in
+    turn, asks to drain with credit, asks to drain with none, grants in
+    bursts, and every ``end_every``-th message ends the whole session with
+    an error instead of settling.  It listens on ``url``.  ``accepted``
+    counts the messages it accepted, ``sessions_ended`` the sessions it ended.
+    """
+
+    def __init__(self, url: str, *, end_every: int = 7) -> None:
+        super().__init__(url, listen=True, container_id="misbehaving-peer", prefetch=0)
+        self.end_every = end_every
+        self.accepted = 0
+        self.received = 0
+        self.sessions_ended = 0
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.is_receiver:
+            event.link.flow(1)
+
+    def on_message(self, event: Any) -> None:
+        self.received += 1
+        link = event.link
+        if self.received % self.end_every == 0:
+            self.sessions_ended += 1
+            event.session.condition = Condition("amqp:internal-error", "misbehaving on purpose")
+            event.session.close()
+            return
+        event.delivery.update(Delivery.ACCEPTED)
+        event.delivery.settle()
+        self.accepted += 1
+        step = self.received % 4
+        if step == 0:
+            link.drain(2)  # drain with credit
+        elif step == 1:
+            link.drain(0)  # drain with nothing new
+            link.flow(1)
+        elif step == 2:
+            link.flow(1)
+            link.flow(2)  # a burst
+        else:
+            link.flow(1)
+
+
+__all__ = ["MisbehavingPeer", "TransactionalPeer"]
