@@ -14,7 +14,7 @@ import itertools
 import threading
 from typing import Any
 
-from proton import Condition, Delivery, Described, symbol
+from proton import Condition, Delivery, Described, Message, symbol
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -149,4 +149,32 @@ class MisbehavingPeer(Peer):
             link.flow(1)
 
 
-__all__ = ["MisbehavingPeer", "TransactionalPeer"]
+
+
+class SourcePeer(Peer):
+    """A container that sends ``messages`` on every link it sends on, as its
+    receiver gives credit, and answers a drain by giving the rest back
+    (``drained``).  ``drains`` counts the drains it answered."""
+
+    def __init__(self, url: str, messages: list[str]) -> None:
+        super().__init__(url, listen=True, container_id="source-peer", prefetch=0)
+        self.messages = list(messages)
+        self.drains = 0
+
+    def on_sendable(self, event: Any) -> None:
+        self._send(event.link)
+
+    def on_link_flow(self, event: Any) -> None:
+        link = event.link
+        if link.is_sender:
+            self._send(link)
+
+    def _send(self, link: Any) -> None:
+        while link.credit > 0 and self.messages:
+            link.send(Message(body=self.messages.pop(0)))
+        if link.drain_mode and link.credit > 0 and not self.messages:
+            link.drained()
+            self.drains += 1
+
+
+__all__ = ["MisbehavingPeer", "Peer", "SourcePeer", "TransactionalPeer"]

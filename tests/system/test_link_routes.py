@@ -8,20 +8,23 @@ and detaches pass straight through, on one router or across a network.
 from __future__ import annotations
 
 import pytest
-from proton import Delivery
+from proton import Delivery, Message
 from proton.utils import LinkDetached
 
 from tests.system.brokered import LOG_INFO, broker_connector
 from tests.system.clients import (
     connect,
+    pump,
     receive_all,
     send_async,
+    send_raw,
     wait_settled,
     wait_through_detaches,
 )
 from tests.system.conftest import StartRouter
 from tests.system.harness import router_conf
 from tests.system.network import start_network
+from tests.system.peers import SourcePeer, TransactionalPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
 
 
@@ -148,3 +151,91 @@ def test_losing_the_broker_detaches_routed_links_and_settles_in_flight_deliverie
     finally:
         broker.stop()
         broker.remove()
+
+
+def test_large_messages_stream_through_both_ways(start_router: StartRouter,
+                                                 rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + link_routes("lrbig")
+                                   + LOG_INFO))
+    hop.wait_log(r"Link Route Activated")
+    body = bytes(range(256)) * 1200  # 300 KiB: about twenty 16 KiB frames each way
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("lrbig.q")
+        assert wait_settled(conn, send_async(sender, body), timeout=20) == Delivery.ACCEPTED
+        receiver = conn.create_receiver("lrbig.q")
+        (message,) = receive_all(receiver, 1, timeout=20)
+        assert message.body == body
+    finally:
+        conn.close()
+
+
+def test_an_aborted_transfer_is_aborted_toward_the_container(start_router: StartRouter
+                                                             ) -> None:
+    """The sender aborts a message half sent: the container sees it aborted
+    (it never arrives) and the next message arrives whole.  (RabbitMQ 3.10
+    does not take aborted transfers: it ends the session; a proton container
+    does.)"""
+    port = free_port()
+    sink = TransactionalPeer(f"127.0.0.1:{port}", listen=True)
+    sink.start()
+    try:
+        hop = start_router(router_conf(broker_connector(port, "sink") + link_routes(
+            "lrab", "sink") + LOG_INFO))
+        hop.wait_log(r"Link Route Activated")
+        conn = connect(hop.url)
+        try:
+            sender = conn.create_sender("lrab.q")
+            encoded = Message(body=b"a" * 100000).encode()
+            link = sender.link
+            aborted = link.delivery(b"aborted")
+            link.stream(encoded[:40000])
+            pump(conn, 0.5)
+            aborted.abort()
+            kept = send_async(sender, "kept")
+            assert wait_settled(conn, kept) == Delivery.ACCEPTED
+            assert [body for _, body, _ in sink.received] == ["kept"]
+        finally:
+            conn.close()
+    finally:
+        sink.stop()
+
+
+def test_delivery_tags_longer_than_32_bytes_are_rejected(start_router: StartRouter,
+                                                         rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + link_routes("lrtag")
+                                   + LOG_INFO))
+    hop.wait_log(r"Link Route Activated")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("lrtag.q")
+        long_tag = send_raw(sender, Message(body="too long").encode(), tag=b"t" * 33)
+        assert wait_settled(conn, long_tag) == Delivery.REJECTED
+        assert long_tag.remote.condition.name == "amqp:invalid-field"
+        exact = send_raw(sender, Message(body="fits").encode(), tag=b"t" * 32)
+        assert wait_settled(conn, exact) == Delivery.ACCEPTED
+        assert rabbitmq.queue_depth("lrtag.q") == 1
+    finally:
+        conn.close()
+
+
+def test_drain_reaches_the_sender_and_drained_comes_back(start_router: StartRouter) -> None:
+    port = free_port()
+    source = SourcePeer(f"127.0.0.1:{port}", ["s0", "s1", "s2"])
+    source.start()
+    try:
+        hop = start_router(router_conf(broker_connector(port, "source") + link_routes(
+            "lrsrc", "source") + LOG_INFO))
+        hop.wait_log(r"Link Route Activated")
+        conn = connect(hop.url)
+        try:
+            receiver = conn.create_receiver("lrsrc.q", credit=0)
+            link = receiver.link
+            link.drain(10)
+            conn.wait(lambda: link.credit == 0, msg="the sender gave back the unused credit")
+            assert source.drains == 1
+            assert [m.body for m in receive_all(receiver, 3)] == ["s0", "s1", "s2"]
+        finally:
+            conn.close()
+    finally:
+        source.stop()
