@@ -12,19 +12,15 @@ Topology used below (costs on the edges)::
 
 from __future__ import annotations
 
-import itertools
-
-from addressing import AddressSpec, AddressTable, Distribution
+from addressing import AddressSpec, Distribution
 from router.core import (
     BlockSender,
     Connection,
     ConnectionId,
     IncomingAccepted,
-    Router,
     SendFrame,
     UnblockSender,
 )
-from router.core.records import OutLink, RouterLink
 from router.core.routing import (
     MobileAddressesChanged,
     RouterAdvertisement,
@@ -33,44 +29,7 @@ from router.core.routing import (
     decode_envelope,
     encode_control,
 )
-
-LINK_STATES = {
-    "A": {"B": 1, "D": 5},
-    "B": {"A": 1, "C": 1},
-    "C": {"B": 1, "D": 5},
-    "D": {"A": 5, "C": 5},
-}
-
-
-def interior(*specs: AddressSpec) -> Router:
-    table = AddressTable()
-    for spec in specs:
-        table.add(spec)
-    counter = itertools.count()
-    return Router(router_id="A", addresses=table, token=lambda: f"t{next(counter)}",
-                  interior=True, instance=1)
-
-
-def neighbour(router: Router, conn_id: int, cost: int) -> RouterLink:
-    conn = Connection(ConnectionId(conn_id))
-    link, _ = router.control_link_attached(conn, outgoing=True, name=f"ctl{conn_id}",
-                                           handle=object(), cost=cost, now=0.0)
-    assert isinstance(link, OutLink)
-    assert router.network is not None
-    rlink = router.network.link_of(conn)
-    assert rlink is not None
-    for _ in range(10):
-        router.data_link_attached(conn, outgoing=True, name="d", handle=object(), cost=cost)
-    return rlink
-
-
-def converge(router: Router) -> tuple[RouterLink, RouterLink]:
-    to_b = neighbour(router, 1, 1)
-    to_d = neighbour(router, 2, 5)
-    assert router.network is not None
-    router.network._apply([RoutesChanged(routes=compute_routes(LINK_STATES, "A"),
-                                         neighbors={"B": 1, "D": 2})], 0.0)
-    return to_b, to_d
+from tests.unit.router.helpers import converge, interior
 
 
 def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> None:
