@@ -17,16 +17,15 @@ from addressing import (
     AddressClass,
     AddressSpec,
     AddressTable,
-    Direction,
     Distribution,
     RoutingKey,
     classify,
 )
-from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
+from autolink import AutoLinkSpec, AutoLinkTable
 from linkroute import Detach, LinkRouteSpec
+from router.core.autolinks import AutoLinking
 from router.core.destinations import demand_changed, senders_changed
 from router.core.effects import (
-    AttachAutoLink,
     AttachRefused,
     CreditEffect,
     Effect,
@@ -104,7 +103,7 @@ def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
     return None
 
 
-class Router:
+class Router(AutoLinking):
     """Address records and link binding for one router.
 
     Args:
@@ -396,60 +395,6 @@ class Router:
     def routed_detached(self, end: RoutedEnd, detach: Detach) -> list[Effect]:
         """The peer detached one link of a link-routed pair."""
         return self.link_routing.detached(end, detach)
-
-    def _attach_autolink(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
-        conn = autolink.peer
-        assert conn is not None
-        spec = autolink.spec
-        where = (f"connection {spec.connection}" if spec.connection is not None
-                 else f"container {spec.container_id}")
-        log.info("Auto Link Activated '%s' on %s", autolink.label, where)
-        return AttachAutoLink(autolink=autolink, conn=conn,
-                              sender=spec.direction is Direction.OUT,
-                              address=autolink.external_address)
-
-    def autolink_attached(self, autolink: AutoLink[Connection], *, name: str,
-                          address: str | None, handle: object, now: float = 0.0
-                          ) -> tuple[InLink | OutLink | None, list[Effect]]:
-        """The container answered an auto-link's attach with terminus ``address``
-        (target of an ``out`` link, source of an ``in`` link).
-
-        Returns the link bound to the auto-link's address, or None when the
-        answer has no address (the container is expected to detach it).
-        """
-        conn = autolink.peer
-        assert conn is not None
-        link_id = self._link_id()
-        if not autolink.replied(bool(address), link_id):
-            return None, []
-        spec = autolink.spec
-        phase = spec.effective_phase
-        distribution, aspec = self._treatment(spec.address)
-        if distribution is Distribution.UNAVAILABLE:
-            distribution = Distribution.BALANCED
-        key = classify(spec.address, router_id=self.router_id, phase=phase,
-                       fallback=spec.fallback and spec.direction is Direction.OUT)
-        record = self._bind(key, spec.address, distribution, aspec)
-        assert record is not None, "an auto-link address is always a mobile address"
-        if spec.direction is Direction.OUT:
-            out = OutLink(link_id, conn, name=name, address=spec.address, record=record,
-                          autolink=autolink, handle=handle)
-            conn.out_links[link_id] = out
-            return out, self._add_consumer(record, out, now)
-        link = InLink(link_id, conn, name=name, address=spec.address, record=record,
-                      phase=phase, fallback=spec.fallback, autolink=autolink, handle=handle)
-        record.senders.append(link)
-        demand_changed(record)
-        conn.in_links[link_id] = link
-        return link, []
-
-    def autolink_detached(self, autolink: AutoLink[Connection], error: str,
-                          now: float = 0.0) -> None:
-        """The container detached (or refused) an auto-link: it has failed and is
-        attached again when its retry is due.  Its link, if it had one, has
-        been unbound with ``link_detached``."""
-        autolink.detached(error, now)
-        log.info("Auto Link Activation Failed. %s", error or "detached by the peer")
 
     # -- the network -----------------------------------------------------------
 
