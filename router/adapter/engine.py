@@ -37,7 +37,15 @@ from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
-from router.core import Connection, ConnectionId, InLink, OutLink, RoutedEnd, Router
+from router.core import (
+    Connection,
+    ConnectionId,
+    InLink,
+    OutLink,
+    RoutedEnd,
+    Router,
+    describe_counters,
+)
 from router.core.settlement import RELEASED
 
 log = logging.getLogger(__name__)
@@ -460,6 +468,8 @@ class Engine(Lifecycle):
             if lptr is not None:
                 self.links.pop(lptr, None)
                 self._forget_link(link)
+                log.info("[%r][L%d] Link closed due to connection loss: %s", core,
+                         link.link_id, describe_counters(link))
         self._forget_connection(conn)
         self.apply(self.router.connection_closed(core, self.clock()))
         with contextlib.suppress(OSError, ValueError):

@@ -129,7 +129,9 @@ class Forwarder(RemoteForwarding, Relay):
         pn_link_recv(lptr, self._cbuf, n)
         data = self._view[:n].tobytes()
         pn_link_advance(lptr)
+        il.delivered += 1
         if settled:
+            il.presettled += 1
             pn_delivery_settle(d)
             self.route(None, il, data)
         else:
@@ -160,7 +162,9 @@ class Forwarder(RemoteForwarding, Relay):
         il.partial = None
         settled = pn_delivery_settled(d)
         pn_link_advance(lptr)
+        il.delivered += 1
         if settled:
+            il.presettled += 1
             pn_delivery_settle(d)
             d = None
         self.route(d, il, data)
@@ -323,8 +327,10 @@ class Forwarder(RemoteForwarding, Relay):
         pn_link_send(lptr, data, len(data))
         pn_link_advance(lptr)
         ol.credit -= 1
+        ol.delivered += 1
         self.dirty.add(conn.handle)
         if ref is None:
+            ol.presettled += 1
             pn_delivery_settle(od)
         elif type(ref) is Transfer:
             d = ref.in_delivery
@@ -354,6 +360,7 @@ class Forwarder(RemoteForwarding, Relay):
         for item in ol.queue:
             if item[1] is None:
                 self.dropped_presettled += 1
+                ol.dropped_presettled += 1
             else:
                 kept.append(item)
         ol.queue = kept

@@ -47,6 +47,7 @@ from router.core import (
     Role,
     RoutedEnd,
     Router,
+    describe_counters,
 )
 
 log = logging.getLogger("router.adapter.engine")
@@ -221,7 +222,7 @@ class Lifecycle:
         if link is None:
             return
         self._forget_link(link)
-        log.info("[%r][L%d] %s", link.conn, link.link_id, why)
+        log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
         if isinstance(link, RoutedEnd):
             self.apply(self.router.routed_detached(link, self._remote_detach(lptr)))
             return

@@ -21,7 +21,7 @@ from typing import Any
 
 from router.adapter.pn import lib
 from router.adapter.settling import Settling, copy_disposition
-from router.core import RoutedEnd
+from router.core import RoutedEnd, count_outcome
 from router.core.settlement import MODIFIED, REJECTED, RELEASED
 
 MAX_TAG = 32
@@ -80,8 +80,11 @@ class Relay(Settling):
                 copy_disposition(od, d, state)
             end.deliveries[d] = od
             partner.deliveries[od] = d
-            end.relayed += 1
-            partner.relayed += 1
+            end.delivered += 1
+            partner.delivered += 1
+            if pn_delivery_settled(d):
+                end.presettled += 1
+                partner.presettled += 1
         assert partner is not None
         lptr = end.handle
         n = pn_delivery_pending(d)
@@ -148,6 +151,9 @@ class Relay(Settling):
             copy_disposition(d, od, state)
         partner = end.partner
         if settled:
+            count_outcome(end, state)
+            if partner is not None:
+                count_outcome(partner, state)
             pn_delivery_settle(d)
             pn_delivery_settle(od)
             del end.deliveries[od]

@@ -15,11 +15,13 @@ from typing import Any
 
 from router.adapter.pn import NULL, lib
 from router.core import (
+    OUTCOME_INDEX,
     Fanout,
     InLink,
     LostCopy,
     OutLink,
     Transfer,
+    count_outcome,
     fold_multicast,
     outcome_for_lost_copy,
 )
@@ -97,6 +99,7 @@ class Settling:
             return
         if state == MODIFIED and not il.may_modify:
             state = RELEASED
+        count_outcome(il, state)
         if condition is not None:
             cond = lib.pn_disposition_condition(pn_delivery_local(d))
             lib.pn_condition_set_name(cond, condition.encode())
@@ -129,12 +132,17 @@ class Settling:
             if settled:
                 del ol.unsettled[od]
                 pn_delivery_settle(od)
+                outcome = OUTCOME_INDEX.get(state)
+                if outcome is not None:
+                    ol.outcomes[outcome] += 1
                 if ref.target is not None:
                     ref.target.outstanding -= 1
                     ref.target = None
                 if d is not None:
                     pn_delivery_settle(d)
                     il = ref.in_link
+                    if outcome is not None:
+                        il.outcomes[outcome] += 1
                     del il.unsettled[d]
                     self.credit_dirty.add(il)
             if d is not None:
@@ -145,6 +153,7 @@ class Settling:
             del ol.unsettled[od]
             ref.copies.pop(od, None)
             pn_delivery_settle(od)
+            count_outcome(ol, state)
             if ref.terminal is not None and od in ref.terminal:
                 ref.terminal.discard(od)
                 self._copy_done(ref, None, None)

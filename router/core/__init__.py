@@ -32,6 +32,7 @@ from router.core.message import (
     strip_router_annotations,
 )
 from router.core.records import (
+    OUTCOME_INDEX,
     PRIORITIES,
     AddressRecord,
     Connection,
@@ -43,6 +44,8 @@ from router.core.records import (
     RoutedEnd,
     RouterLink,
     Transfer,
+    count_outcome,
+    describe_counters,
 )
 from router.core.router import (
     FALLBACK_PHASE,
@@ -55,6 +58,7 @@ from router.core.settlement import LostCopy, Outcome, fold_multicast, outcome_fo
 
 __all__ = [
     "FALLBACK_PHASE",
+    "OUTCOME_INDEX",
     "PRIORITIES",
     "UNAVAILABLE",
     "AddressRecord",
@@ -91,7 +95,9 @@ __all__ = [
     "Unavailable",
     "UnblockSender",
     "annotate",
+    "count_outcome",
     "decode_annotations",
+    "describe_counters",
     "fold_multicast",
     "may_have_router_keys",
     "outcome_for_lost_copy",

@@ -149,14 +149,17 @@ class InLink:
         "blocked",
         "conn",
         "control",
+        "delivered",
         "demand",
         "fallback",
         "handle",
         "link_id",
         "may_modify",
         "name",
+        "outcomes",
         "partial",
         "phase",
+        "presettled",
         "record",
         "router_link",
         "transit",
@@ -197,6 +200,11 @@ class InLink:
         # Whether the sender takes MODIFIED; if not, the router gives it
         # RELEASED instead (its source lists the outcomes it supports).
         self.may_modify = True
+        # Counters (reference 6.6): deliveries received, of them pre-settled,
+        # and the outcomes the router gave the sender (see ``count_outcome``).
+        self.delivered = 0
+        self.presettled = 0
+        self.outcomes = [0, 0, 0, 0]
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
         # Inter-router links: ``router_link`` is the connection's RouterLink;
@@ -228,11 +236,15 @@ class OutLink:
         "capacity",
         "conn",
         "credit",
+        "delivered",
+        "dropped_presettled",
         "handle",
         "link_id",
         "name",
+        "outcomes",
         "prepared",
         "presettle",
+        "presettled",
         "queue",
         "record",
         "unsettled",
@@ -266,6 +278,12 @@ class OutLink:
         # Inter-router links carry messages already annotated for the next
         # router: the forwarder sends them as they are.
         self.prepared = False
+        # Counters (reference 6.6): deliveries sent, of them pre-settled,
+        # pre-settled ones dropped from the queue, and the consumer's outcomes.
+        self.delivered = 0
+        self.presettled = 0
+        self.dropped_presettled = 0
+        self.outcomes = [0, 0, 0, 0]
 
     @property
     def load(self) -> int:
@@ -390,8 +408,22 @@ class RoutedEnd:
     container; ``drain`` is the drain flag last passed on to this link.
     """
 
-    __slots__ = ("conn", "deliveries", "drain", "handle", "link_id", "may_modify", "name", "pair",
-                 "partner", "receiving", "relayed", "route")
+    __slots__ = (
+        "conn",
+        "delivered",
+        "deliveries",
+        "drain",
+        "handle",
+        "link_id",
+        "may_modify",
+        "name",
+        "outcomes",
+        "pair",
+        "partner",
+        "presettled",
+        "receiving",
+        "route",
+    )
 
     def __init__(self, link_id: LinkId, conn: Connection, *, name: str, receiving: bool,
                  handle: Any = None) -> None:
@@ -407,8 +439,31 @@ class RoutedEnd:
         self.drain = False
         # Whether the sender on a receiving end takes MODIFIED (as InLink's).
         self.may_modify = True
-        # Deliveries passed through this link (management's deliveryCount).
-        self.relayed = 0
+        # Counters: deliveries passed through this link, of them pre-settled,
+        # and the outcomes seen on it.
+        self.delivered = 0
+        self.presettled = 0
+        self.outcomes = [0, 0, 0, 0]
 
     def __repr__(self) -> str:
         return f"{self.conn!r}[L{self.link_id}] routed {'in' if self.receiving else 'out'}"
+
+
+# Where each terminal outcome is counted in a link's ``outcomes``: accepted,
+# rejected, released, modified (AMQP 1.0 3.4 descriptors 0x24-0x27).
+OUTCOME_INDEX = {0x24: 0, 0x25: 1, 0x26: 2, 0x27: 3}
+
+
+def count_outcome(link: InLink | OutLink | RoutedEnd, state: int) -> None:
+    """Count a terminal outcome on ``link`` (other states are not counted)."""
+    index = OUTCOME_INDEX.get(state)
+    if index is not None:
+        link.outcomes[index] += 1
+
+
+def describe_counters(link: InLink | OutLink | RoutedEnd) -> str:
+    """The counters as qdrouterd's link-close log line shows them."""
+    acc, rej, rel, mod = link.outcomes
+    dropped = link.dropped_presettled if isinstance(link, OutLink) else 0
+    return (f"del={link.delivered} presett={link.presettled} psdrop={dropped} "
+            f"acc={acc} rej={rej} rel={rel} mod={mod}")

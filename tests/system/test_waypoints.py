@@ -197,3 +197,28 @@ def test_a_consumer_leaving_unsettled_gives_the_messages_back_to_the_broker(
     log = hop.log_text()
     assert "Auto Link Activation Failed" not in log
     assert "Unrecognised state" not in log
+
+
+def test_link_counters_show_what_passed_through_each_link(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    """The counters management will show, as the link-close log reports them
+    (qdrouterd's ``del=... acc=...`` line)."""
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + waypoint("wp.count")
+                                   + LOG_INFO))
+    wait_autolinks(hop, "wp.count")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("wp.count")
+        deliveries = [send_async(sender, f"k{i}") for i in range(3)]
+        conn.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
+        receiver = conn.create_receiver("wp.count")
+        receive_all(receiver, 3)
+        pump(conn, 0.5)
+    finally:
+        conn.close()
+    assert hop.stop() == 0
+    lines = [line for line in hop.log_text().splitlines()
+             if "Link closed due to connection loss" in line or "Link detached" in line]
+    counted = [line for line in lines if "del=3 presett=0 psdrop=0 acc=3 rej=0 rel=0 mod=0" in line]
+    assert len(counted) == 4, "client sender, out auto-link, in auto-link, client receiver:\n" + \
+        "\n".join(lines)
