@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = SMOKE if args.smoke else Scale()
     if args.count:
         scale = Scale(count=args.count, big_count=max(100, args.count // 10),
+                      broker_count=max(100, args.count // 4),
                       latency_seconds=scale.latency_seconds,
                       idle_connections=scale.idle_connections, addresses=scale.addresses)
     rounds = 1 if args.smoke else args.rounds

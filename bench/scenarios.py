@@ -40,11 +40,12 @@ class Scale:
     idle_connections: int = 1000
     addresses: int = 10_000
     mesh: int = 10
+    broker_count: int = 50_000
     timeout: float = 300.0
 
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
-              addresses=200, mesh=3, timeout=120.0)
+              addresses=200, mesh=3, broker_count=500, timeout=120.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -350,3 +351,88 @@ def compared(flavour: Flavour) -> list[Scenario]:
                  run=line3_latency(1000, flavour),
                  description=f"{flavour.name}, 3-router line, 1,000 msg/s, 100 B"),
     ]
+
+
+# -- routers in front of containers and brokers ---------------------------------------
+
+
+def _wait_log(router: RouterProcess, pattern: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while router.log.read_text(errors="replace").count(pattern) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{pattern!r} not logged {count}x:\n"
+                               f"{router.log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+
+
+_INFO_LOG = "log {\n    module: ROUTER_CORE\n    enable: info+\n}\n"
+
+
+def link_routed(bins: dict[str, Path], scale: Scale) -> Record:
+    """A sender's link tunnelled by a link route to a container: the router
+    relays transfers and dispositions without parsing (hop-recv listens as
+    the container and the router connects to it)."""
+    n = scale.count
+    port = free_port()
+    recv = start(_recv_args(bins, f"127.0.0.1:{port}", "lr.bench", n, listen=True))
+    assert recv.stdout is not None
+    if recv.stdout.readline().strip() != "listening":
+        raise RuntimeError("hop-recv did not listen")
+    extra = (f"connector {{\n    name: sink\n    host: 127.0.0.1\n    port: {port}\n"
+             "    role: route-container\n}\n"
+             "linkRoute {\n    prefix: lr\n    direction: in\n    connection: sink\n}\n"
+             + _INFO_LOG)
+    with RouterProcess(router_conf(extra=extra)) as router:
+        _wait_log(router, "Link Route Activated", 1, scale.timeout)
+        cpu0 = router.cpu()
+        sent = finish(start(_send_args(bins, router.url, "lr.bench", n, 100, False)),
+                      scale.timeout)
+        received = finish(recv, scale.timeout)
+        cpu = router.cpu() - cpu0
+    _check(sent, [received], n, False)
+    seconds = (received["end_ns"] - sent["start_ns"]) / 1e9
+    return {"messages": n, "rate": n / seconds, "router_cpu_s_per_100k": cpu * 100_000 / n,
+            "router_us_per_msg": cpu * 1e6 / n, "latency_us": received["latency_us"]}
+
+
+def waypoint_round_trip(bins: dict[str, Path], scale: Scale) -> Record:
+    """Producer -> router -> RabbitMQ queue (out auto-link) -> router (in
+    auto-link) -> consumer: each message crosses the router twice and waits
+    on the broker in between.  The rate is mostly the broker's; the router's
+    CPU per message is its own."""
+    from tests.system.rabbitmq import RabbitMQ  # the tests' broker fixture, started here too
+
+    n = scale.broker_count
+    broker = RabbitMQ("bench")
+    try:
+        broker.start()
+        extra = (f"connector {{\n    name: broker\n    host: 127.0.0.1\n    port: {broker.port}\n"
+                 "    role: route-container\n}\n"
+                 "address {\n    prefix: wp\n    waypoint: yes\n}\n"
+                 + "".join(f"autoLink {{\n    address: wp.bench\n    direction: {d}\n"
+                           "    connection: broker\n}\n" for d in ("out", "in"))
+                 + _INFO_LOG)
+        with RouterProcess(router_conf(extra=extra)) as router:
+            _wait_log(router, "Auto link attached", 2, scale.timeout)
+            recv = start(_recv_args(bins, router.url, "wp.bench", n))
+            time.sleep(0.3)
+            cpu0 = router.cpu()
+            sent = finish(start(_send_args(bins, router.url, "wp.bench", n, 100, False)),
+                          scale.timeout)
+            received = finish(recv, scale.timeout)
+            cpu = router.cpu() - cpu0
+    finally:
+        broker.stop()
+        broker.remove()
+    _check(sent, [received], n, False)
+    seconds = (received["end_ns"] - sent["start_ns"]) / 1e9
+    return {"messages": n, "rate": n / seconds, "router_cpu_s_per_100k": cpu * 100_000 / n,
+            "router_us_per_msg": cpu * 1e6 / n, "latency_us": received["latency_us"]}
+
+
+SCENARIOS += [
+    Scenario(name="linkroute-100", kind="throughput", run=link_routed,
+             description="one router, a link-routed sender to a container, 100 B, unsettled"),
+    Scenario(name="waypoint-100", kind="throughput", run=waypoint_round_trip,
+             description="one router, waypoint round trip through RabbitMQ, 100 B, unsettled"),
+]
