@@ -36,6 +36,8 @@ class EntityType:
     conf_name: str
     cls: type[Section]
     summary: str
+    #: Paragraphs on how the section behaves, for the manual page.
+    details: tuple[str, ...] = ()
     singleton: bool = False
     #: Conf names of the attributes whose values must differ between sections of this type.
     unique: tuple[str, ...] = ("name",)
@@ -59,6 +61,13 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         conf_name="connector",
         cls=ConnectorSection,
         summary="A peer the router connects to, and reconnects to when the connection drops.",
+        details=(
+            "A failed attempt is retried after 5 seconds, a connection that was up is "
+            "re-established 2 seconds after it drops, for as long as the section exists. "
+            "With role route-container the peer is a container (a broker): the link "
+            "routes and auto-links whose connection names this connector, or whose "
+            "containerId is the peer's container id, use it.",
+        ),
     ),
     EntityType(
         conf_name="sslProfile",
@@ -76,18 +85,54 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         cls=AddressSection,
         summary="How message-routed addresses matching a prefix or pattern are treated. "
         "Exactly one of prefix and pattern is required.",
+        details=(
+            "A waypoint address (waypoint: yes, or ingressPhase and egressPhase) names two "
+            "hops: producers send to its ingress phase, where out auto-links take the "
+            "messages to a broker queue; in auto-links bring the queue's messages back at "
+            "the egress phase, where consumers receive them. Messages wait on the broker "
+            "while nobody consumes them.",
+            "With enableFallback a message that no consumer can take goes to the address's "
+            "fallback destinations instead (fallback auto-links, or receivers with the "
+            "qd.fallback capability); a fallback in auto-link returns those messages to "
+            "consumers when they come, and asks its broker for messages only while a "
+            "consumer can take them.",
+        ),
     ),
     EntityType(
         conf_name="linkRoute",
         cls=LinkRouteSection,
         summary="Attaches matching a prefix or pattern are routed to a container. "
         "Exactly one of prefix and pattern, at most one of containerId and connection.",
+        details=(
+            "A client link whose address matches (the target of a sender for direction "
+            "in, the source of a receiver for direction out) is not terminated by the "
+            "router: it is attached on to the container, over other routers when the "
+            "container is connected elsewhere, and transfers, dispositions, credit, drain "
+            "and detaches pass through unchanged. A link route is active while a "
+            "route-container connection serves it, and routers that do not configure it "
+            "learn it from the router that has it. With no active route an attach is "
+            "refused with qd:no-route-to-dest; when the container's connection drops, "
+            "routed links are detached with qd:routed-link-lost and open deliveries "
+            "settled. A link route for the prefix $coordinator carries transactions to "
+            "the container.",
+        ),
     ),
     EntityType(
         conf_name="autoLink",
         cls=AutoLinkSection,
         summary="A link the router attaches itself to a container, for an address. "
         "At most one of containerId and connection.",
+        details=(
+            "An out auto-link is a consumer of its address (phase 0 by default): messages "
+            "sent to the address go to the container's node. An in auto-link is a producer "
+            "into its address (phase 1 by default): the container's messages reach the "
+            "address's consumers anywhere in the network, and the container gets credit "
+            "only while a consumer can take them. Its state (operStatus) is inactive "
+            "until a connection serves it, attaching, active once the container answered "
+            "with the node's address, or failed after the container detached it; a failed "
+            "auto-link is attached again after 2 seconds, then every 5, and an auto-link "
+            "whose connection drops is attached again when one serves it.",
+        ),
     ),
     EntityType(
         conf_name="exchange",

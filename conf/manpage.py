@@ -153,6 +153,49 @@ log {
 }
 .fi
 .RE
+.PP
+A router in front of a broker: a store-and-forward queue behind the waypoint
+address \fBorders\fR, and client links to \fBbroker.\fR... tunnelled to the broker:
+.PP
+.RS
+.nf
+connector {
+    name: broker
+    host: 127.0.0.1
+    port: 5673
+    role: route-container
+}
+
+address {
+    prefix: orders
+    waypoint: yes
+}
+
+autoLink {
+    address: orders
+    direction: out
+    connection: broker
+}
+
+autoLink {
+    address: orders
+    direction: in
+    connection: broker
+}
+
+linkRoute {
+    prefix: broker
+    direction: in
+    connection: broker
+}
+
+linkRoute {
+    prefix: broker
+    direction: out
+    connection: broker
+}
+.fi
+.RE
 .SH SEE ALSO
 .BR hopd (8),
 .BR hopstat (8),
@@ -200,6 +243,7 @@ def _attribute(field: SchemaField) -> str:
 
 def _section(entity: EntityType) -> str:
     parts = [f".SS {entity.conf_name}\n", _escape(entity.summary) + "\n"]
+    parts.extend(f".PP\n{_escape(paragraph)}\n" for paragraph in entity.details)
     parts.extend(_attribute(field) for field in schema_fields(entity.cls))
     return "".join(parts)
 

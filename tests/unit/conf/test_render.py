@@ -91,7 +91,8 @@ def test_everything_roundtrips() -> None:
     assert roundtrip(conf) == conf
 
 
-@pytest.mark.parametrize("name", ["hopd.conf", "hopd.json"])
+@pytest.mark.parametrize("name", ["hopd.conf", "hopd.json", "interior-a.conf",
+                                  "interior-b.conf", "broker.conf"])
 def test_examples_roundtrip(name: str) -> None:
     conf = load(EXAMPLES / name)
     assert roundtrip(conf) == conf
@@ -99,3 +100,12 @@ def test_examples_roundtrip(name: str) -> None:
 
 def test_example_conf_and_json_are_the_same_configuration() -> None:
     assert load(EXAMPLES / "hopd.conf") == load(EXAMPLES / "hopd.json")
+
+
+def test_the_broker_example_has_its_waypoint_autolinks_and_link_routes() -> None:
+    conf = load(EXAMPLES / "broker.conf")
+    assert [c.name for c in conf.connectors] == ["broker"]
+    assert [(a.address, a.direction.value) for a in conf.auto_links] == [
+        ("orders", "out"), ("orders", "in")]
+    assert [(r.prefix, r.direction.value, r.del_external_prefix) for r in conf.link_routes] == [
+        ("broker", "in", "broker."), ("broker", "out", "broker.")]
