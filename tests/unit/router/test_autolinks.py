@@ -194,3 +194,20 @@ def test_fallback_autolinks_bind_to_the_fallback_record_and_to_phase_0() -> None
     assert isinstance(consumer, OutgoingAccepted)
     assert effects == [UnblockSender(link=in_link)], \
         "a consumer coming back lets the queued fallback messages flow"
+
+
+def test_a_receiver_with_the_fallback_capability_is_a_fallback_destination() -> None:
+    router = make_router(addresses=(AddressSpec(prefix="q", enable_fallback=True),))
+    producer = router.incoming_link_attached(client(), name="p", address="q")
+    assert isinstance(producer, IncomingAccepted) and producer.link.blocked
+    standby, effects = router.outgoing_link_attached(client(11), name="s", address="q",
+                                                     capabilities=("qd.fallback",))
+    assert isinstance(standby, OutgoingAccepted)
+    assert standby.link.record is not None and standby.link.record.key == "MFq"
+    assert effects == [UnblockSender(link=producer.link)], "the fallback is somewhere to send"
+    fallback_producer = router.incoming_link_attached(client(12), name="f", address="q",
+                                                      capabilities=("qd.fallback",))
+    assert isinstance(fallback_producer, IncomingAccepted)
+    assert fallback_producer.link.fallback and fallback_producer.link.blocked, \
+        "a fallback producer is not fed by the fallback"
+    assert router.link_detached(standby.link) == [BlockSender(link=producer.link)]
