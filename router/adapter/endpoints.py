@@ -109,6 +109,28 @@ def resumable(terminus: Any) -> bool:
                 or lib.pn_terminus_get_timeout(terminus) > 0)
 
 
+LINK_ROUTE_PROPERTY = "x-opt-qd.address"
+
+
+def dynamic_route_address(terminus: Any) -> str | None:
+    """The address a dynamic terminus asks to be link-routed by: the first
+    entry of its dynamic-node-properties, when that is ``x-opt-qd.address``
+    with a non-empty string (reference 4.6)."""
+    if not lib.pn_terminus_is_dynamic(terminus):
+        return None
+    data = Data(lib.pn_terminus_properties(terminus))
+    data.rewind()
+    if not data.next():
+        return None
+    properties = data.get_object()
+    if not isinstance(properties, dict) or not properties:
+        return None
+    key, value = next(iter(properties.items()))
+    if str(key) == LINK_ROUTE_PROPERTY and isinstance(value, str) and value:
+        return value
+    return None
+
+
 def facing_address(terminus: Any) -> str | None:
     """The address a link route matches: a coordinator's is ``$coordinator``."""
     if lib.pn_terminus_get_type(terminus) == lib.PN_COORDINATOR:
@@ -166,11 +188,13 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
     # Link routes come before message routing (reference 5.1 step 6), and are
     # allowed on an inter-router connection before its control link (3.5).
     facing = rtarget if receiver else rsource
-    address = facing_address(facing)
+    dynamic_address = dynamic_route_address(facing)
+    address = dynamic_address or facing_address(facing)
     if address:
         end, effects = router.link_routed_attach(conn, name=name, address=address,
                                                  receiving=receiver,
-                                                 resumable=resumable(facing), handle=lptr)
+                                                 resumable=resumable(facing), handle=lptr,
+                                                 required=dynamic_address is not None)
         if isinstance(end, AttachRefused):
             _refuse(conn, lptr, name, end, local)
             return end, []

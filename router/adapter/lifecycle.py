@@ -332,7 +332,8 @@ class Lifecycle:
         lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(near_lptr))
         lib.pn_terminus_copy(lib.pn_link_target(lptr), lib.pn_link_remote_target(near_lptr))
         facing = lib.pn_link_source(lptr) if far.receiving else lib.pn_link_target(lptr)
-        if lib.pn_terminus_get_type(facing) != lib.PN_COORDINATOR:
+        if lib.pn_terminus_get_type(facing) != lib.PN_COORDINATOR \
+                and not lib.pn_terminus_is_dynamic(facing):
             lib.pn_terminus_set_address(facing, effect.address.encode())
         lib.pn_link_set_snd_settle_mode(lptr, lib.pn_link_remote_snd_settle_mode(near_lptr))
         lib.pn_link_set_rcv_settle_mode(lptr, lib.pn_link_remote_rcv_settle_mode(near_lptr))

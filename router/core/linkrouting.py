@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from addressing import Direction
 from linkroute import (
     LINK_ROUTE_HINT,
+    NO_ROUTE,
     Answer,
     AnswerNear,
     Detach,
@@ -90,7 +91,7 @@ class LinkRouting:
     # -- attaches ---------------------------------------------------------------------
 
     def attach(self, conn: Connection, *, name: str, address: str, receiving: bool,
-               resumable: bool = False, handle: object = None
+               resumable: bool = False, handle: object = None, required: bool = False
                ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
         """A client (or a router on the way) attached a link: link-route it
         if its address matches a link route (reference 5.1 step 6, 7.3).
@@ -104,6 +105,8 @@ class LinkRouting:
             receiving: the router receives on the link (a client sender).
             resumable: the client's terminus outlives its connection.
             handle: the adapter's link.
+            required: the attach must be link-routed (a dynamic terminus asking
+                for ``x-opt-qd.address``, reference 4.6): no match is no route.
 
         Returns:
             None when no link route matches (message routing applies); a
@@ -112,6 +115,9 @@ class LinkRouting:
         direction = Direction.IN if receiving else Direction.OUT
         entry = self.table.match(address, direction)
         if entry is None:
+            if required:
+                return AttachRefused(condition=NO_ROUTE.condition,
+                                     description=NO_ROUTE.description), []
             return None, []
         record = self._records.get(entry.key)
         remotes: list[RemoteTarget] = record.remotes if record is not None else []

@@ -381,11 +381,12 @@ class Router(AutoLinking):
     # -- link routes (reference 7) --------------------------------------------------------
 
     def link_routed_attach(self, conn: Connection, *, name: str, address: str,
-                           receiving: bool, resumable: bool = False, handle: object = None
+                           receiving: bool, resumable: bool = False, handle: object = None,
+                           required: bool = False
                            ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
         """An attach whose address may match a link route: see ``LinkRouting.attach``."""
         return self.link_routing.attach(conn, name=name, address=address, receiving=receiving,
-                                        resumable=resumable, handle=handle)
+                                        resumable=resumable, handle=handle, required=required)
 
     def routed_answered(self, far: RoutedEnd, address: str | None, *, null: bool,
                         resumable: bool = False) -> list[Effect]:

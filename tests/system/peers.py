@@ -33,6 +33,7 @@ class Peer(MessagingHandler):  # type: ignore[misc]
         self.url = url
         self.listen = listen
         self.lock = threading.Lock()
+        self.dynamic_nodes = 0
         self._container = Container(self)
         self._container.container_id = container_id
         # The reactor is not thread-safe: the test stops it through an event.
@@ -57,8 +58,13 @@ class Peer(MessagingHandler):  # type: ignore[misc]
             event.container.connect(self.url, reconnect=False)
 
     def on_link_opening(self, event: Any) -> None:
-        event.link.source.copy(event.link.remote_source)
-        event.link.target.copy(event.link.remote_target)
+        link = event.link
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        for terminus in (link.source, link.target):
+            if terminus.dynamic:  # a node made for this link
+                self.dynamic_nodes += 1
+                terminus.address = f"dynamic.{self.dynamic_nodes}"
 
 
 class TransactionalPeer(Peer):

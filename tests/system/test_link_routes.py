@@ -8,7 +8,8 @@ and detaches pass straight through, on one router or across a network.
 from __future__ import annotations
 
 import pytest
-from proton import Delivery, Message
+from proton import Delivery, Message, symbol
+from proton.reactor import DynamicNodeProperties
 from proton.utils import LinkDetached
 
 from tests.system.brokered import LOG_INFO, broker_connector
@@ -239,3 +240,35 @@ def test_drain_reaches_the_sender_and_drained_comes_back(start_router: StartRout
             conn.close()
     finally:
         source.stop()
+
+
+def test_a_dynamic_terminus_naming_a_link_route_is_routed_to_the_container(
+        start_router: StartRouter) -> None:
+    """A dynamic source whose node properties start with x-opt-qd.address is
+    link-routed by that address (reference 4.6): the container makes the node
+    and its address reaches the client; with no matching route the attach is
+    refused."""
+    port = free_port()
+    container = TransactionalPeer(f"127.0.0.1:{port}", listen=True)
+    container.start()
+    try:
+        hop = start_router(router_conf(broker_connector(port, "dyn") + link_routes("lrdyn", "dyn")
+                                       + LOG_INFO))
+        hop.wait_log(r"Link Route Activated")
+        conn = connect(hop.url)
+        try:
+            routed = conn.create_receiver(None, dynamic=True, options=DynamicNodeProperties(
+                {symbol("x-opt-qd.address"): "lrdyn.temp"}))
+            assert routed.link.remote_source.address == "dynamic.1"
+            assert container.dynamic_nodes == 1
+            with pytest.raises(LinkDetached) as refused:
+                conn.create_receiver(None, dynamic=True, options=DynamicNodeProperties(
+                    {symbol("x-opt-qd.address"): "elsewhere"}))
+            assert refused.value.condition == "qd:no-route-to-dest"
+            plain = conn.create_receiver(None, dynamic=True)
+            assert plain.link.remote_source.address.startswith("amqp:/_topo/0/HopTest/temp."), \
+                "a dynamic terminus without the property is the router's own"
+        finally:
+            conn.close()
+    finally:
+        container.stop()

@@ -177,3 +177,10 @@ def test_an_attach_from_another_router_keeps_its_name() -> None:
     peer_router = Connection(ConnectionId(20), role=Role.INTER_ROUTER)
     _, forward = routed(router, peer_router)
     assert forward.name == "L"
+
+
+def test_an_attach_that_must_be_link_routed_is_refused_without_a_match() -> None:
+    router = standalone(*routes())
+    refusal, _ = router.link_routed_attach(client(), name="L", address="nowhere",
+                                           receiving=False, required=True)
+    assert isinstance(refusal, AttachRefused) and refusal.condition == "qd:no-route-to-dest"
