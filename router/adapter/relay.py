@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from router.adapter.pn import lib
-from router.adapter.settling import Settling, copy_disposition
+from router.adapter.settling import Settling, copy_disposition, settle_with
 from router.core import RoutedEnd, count_outcome
 from router.core.settlement import MODIFIED, REJECTED, RELEASED
 
@@ -129,13 +129,8 @@ class Relay(Settling):
             pass
         if pn_link_current(lptr) == d and not pn_delivery_partial(d):
             pn_link_advance(lptr)
-        if condition is not None:
-            cond = lib.pn_disposition_condition(lib.pn_delivery_local(d))
-            lib.pn_condition_set_name(cond, condition.encode())
-            if description:
-                lib.pn_condition_set_description(cond, description.encode())
-        pn_delivery_update(d, state)
-        pn_delivery_settle(d)
+        count_outcome(end, state)
+        settle_with(d, state, condition, description)
         self.dirty.add(end.conn.handle)
 
     def _relay_disposition(self, od: Any, end: RoutedEnd) -> None:
@@ -212,10 +207,8 @@ class Relay(Settling):
             partner.deliveries.pop(d, None)
             sent = index < len(copies) - queued
             state = MODIFIED if sent and partner.may_modify else RELEASED
-            if state == MODIFIED:
-                lib.pn_disposition_set_failed(lib.pn_delivery_local(d), True)
-            pn_delivery_update(d, state)
-            pn_delivery_settle(d)
+            count_outcome(partner, state)
+            settle_with(d, state)
             pn_delivery_settle(od)
         if copies and partner.conn.handle is not None:
             self.dirty.add(partner.conn.handle)

@@ -71,6 +71,21 @@ def copy_disposition(dst: Any, src: Any, state: int) -> None:
     pn_delivery_update(dst, state)
 
 
+def settle_with(d: Any, state: int, condition: str | None = None,
+                description: str | None = None) -> None:
+    """Give a delivery the router's own outcome and settle it: a REJECTED one
+    with its error, a MODIFIED one with ``delivery-failed`` set."""
+    if condition is not None:
+        cond = lib.pn_disposition_condition(pn_delivery_local(d))
+        lib.pn_condition_set_name(cond, condition.encode())
+        if description:
+            lib.pn_condition_set_description(cond, description.encode())
+    elif state == MODIFIED:
+        lib.pn_disposition_set_failed(pn_delivery_local(d), True)
+    pn_delivery_update(d, state)
+    pn_delivery_settle(d)
+
+
 class Settling:
     """Settlement state shared with the forwarder: the senders whose credit
     must be looked at, and the connections with output to write."""
@@ -100,15 +115,7 @@ class Settling:
         if state == MODIFIED and not il.may_modify:
             state = RELEASED
         count_outcome(il, state)
-        if condition is not None:
-            cond = lib.pn_disposition_condition(pn_delivery_local(d))
-            lib.pn_condition_set_name(cond, condition.encode())
-            if description:
-                lib.pn_condition_set_description(cond, description.encode())
-        elif state == MODIFIED:
-            lib.pn_disposition_set_failed(pn_delivery_local(d), True)
-        pn_delivery_update(d, state)
-        pn_delivery_settle(d)
+        settle_with(d, state, condition, description)
         self.dirty.add(il.conn.handle)
 
     def outgoing(self, od: Any, ol: OutLink) -> None:

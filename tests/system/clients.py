@@ -83,3 +83,13 @@ def wait_through_detaches(conn: BlockingConnection, condition: Any,
             return detached
         except LinkDetached as exc:
             detached.append(str(exc.condition))
+
+
+def send_settled(conn: BlockingConnection, sender: BlockingSender, bodies: list[Any],
+                 timeout: float = TIMEOUT_S) -> list[int]:
+    """Send one message per body without waiting in between, then wait until
+    every one is settled; return their outcomes in order."""
+    deliveries = [send_async(sender, body) for body in bodies]
+    conn.wait(lambda: all(d.settled for d in deliveries), timeout=timeout,
+              msg=f"{len(deliveries)} deliveries settled")
+    return [int(d.remote_state) for d in deliveries]

@@ -19,6 +19,7 @@ from tests.system.clients import (
     receive_all,
     send_async,
     send_raw,
+    send_settled,
     wait_settled,
     wait_through_detaches,
 )
@@ -43,9 +44,8 @@ def test_a_sender_and_a_receiver_are_link_routed_to_the_broker_queue(
     conn = connect(hop.url)
     try:
         sender = conn.create_sender("lr.one")
-        deliveries = [send_async(sender, f"m{i}") for i in range(5)]
-        conn.wait(lambda: all(d.settled for d in deliveries), msg="the broker settles")
-        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 5
+        assert send_settled(conn, sender, [f"m{i}" for i in range(5)]) \
+            == [Delivery.ACCEPTED] * 5
         assert rabbitmq.queue_depth("lr.one") == 5
         receiver = conn.create_receiver("lr.one", credit=10)
         assert [m.body for m in receive_all(receiver, 5)] == [f"m{i}" for i in range(5)]
@@ -105,9 +105,8 @@ def test_link_routes_across_a_three_router_line(start_router: StartRouter,
     conn = connect(net.url("C"))
     try:
         sender = conn.create_sender("lrnet.q")
-        deliveries = [send_async(sender, f"n{i}") for i in range(10)]
-        conn.wait(lambda: all(d.settled for d in deliveries), msg="the broker settles")
-        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 10
+        assert send_settled(conn, sender, [f"n{i}" for i in range(10)]) \
+            == [Delivery.ACCEPTED] * 10
         assert rabbitmq.queue_depth("lrnet.q") == 10
         receiver = conn.create_receiver("lrnet.q", credit=5)
         assert [m.body for m in receive_all(receiver, 10)] == [f"n{i}" for i in range(10)]

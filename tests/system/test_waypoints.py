@@ -16,6 +16,7 @@ from tests.system.clients import (
     pump,
     receive_all,
     send_async,
+    send_settled,
     wait_all,
     wait_credit,
 )
@@ -34,9 +35,8 @@ def test_messages_wait_on_the_broker_until_a_consumer_comes(
     conn = connect(hop.url)
     try:
         sender = conn.create_sender("wp.store")
-        deliveries = [send_async(sender, f"m{i}") for i in range(5)]
-        conn.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
-        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 5
+        assert send_settled(conn, sender, [f"m{i}" for i in range(5)]) \
+            == [Delivery.ACCEPTED] * 5
         wait_for(lambda: rabbitmq.queue_depth("wp.store") == 5, 20,
                  "five messages on the broker's queue")
         receiver = conn.create_receiver("wp.store")
@@ -56,9 +56,8 @@ def test_external_address_names_the_queue_and_the_address_stays_internal(
     conn = connect(hop.url)
     try:
         sender = conn.create_sender("wp.internal")
-        deliveries = [send_async(sender, f"x{i}") for i in range(3)]
-        conn.wait(lambda: all(d.settled for d in deliveries), msg="broker settles")
-        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 3
+        assert send_settled(conn, sender, [f"x{i}" for i in range(3)]) \
+            == [Delivery.ACCEPTED] * 3
         wait_for(lambda: rabbitmq.queue_depth("wp-external-queue") == 3, 20,
                  "the messages on the queue named by externalAddress")
         assert rabbitmq.queue_depth("wp.internal") is None, "no queue by the internal name"
@@ -148,9 +147,8 @@ def test_a_sharded_queue_spreads_over_two_brokers_and_consumers_get_every_shard(
         conn = connect(hop.url)
         try:
             sender = conn.create_sender("wp.shard")
-            deliveries = [send_async(sender, f"s{i}") for i in range(40)]
-            conn.wait(lambda: all(d.settled for d in deliveries), msg="brokers settle")
-            assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 40
+            assert send_settled(conn, sender, [f"s{i}" for i in range(40)]) \
+                == [Delivery.ACCEPTED] * 40
             wait_for(lambda: (rabbitmq.queue_depth("wp.shard") or 0)
                      + (second.queue_depth("wp.shard") or 0) == 40, 20, "forty on the shards")
             depths = (rabbitmq.queue_depth("wp.shard"), second.queue_depth("wp.shard"))
