@@ -183,4 +183,24 @@ class SourcePeer(Peer):
             self.drains += 1
 
 
-__all__ = ["MisbehavingPeer", "Peer", "SourcePeer", "TransactionalPeer"]
+
+class StingyPeer(Peer):
+    """A container that grants ``credit`` once on every link it receives on,
+    accepts what arrives, and never grants more."""
+
+    def __init__(self, url: str, credit: int) -> None:
+        super().__init__(url, listen=True, container_id="stingy-peer", prefetch=0)
+        self.credit = credit
+        self.accepted = 0
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.is_receiver:
+            event.link.flow(self.credit)
+
+    def on_message(self, event: Any) -> None:
+        event.delivery.update(Delivery.ACCEPTED)
+        event.delivery.settle()
+        self.accepted += 1
+
+
+__all__ = ["MisbehavingPeer", "Peer", "SourcePeer", "StingyPeer", "TransactionalPeer"]

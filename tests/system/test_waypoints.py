@@ -24,6 +24,7 @@ from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
 from tests.system.harness import router_conf, wait_for
 from tests.system.network import start_network
+from tests.system.peers import StingyPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
 
 
@@ -220,3 +221,30 @@ def test_link_counters_show_what_passed_through_each_link(
     counted = [line for line in lines if "del=3 presett=0 psdrop=0 acc=3 rej=0 rel=0 mod=0" in line]
     assert len(counted) == 4, "client sender, out auto-link, in auto-link, client receiver:\n" + \
         "\n".join(lines)
+
+
+def test_a_producer_with_only_a_broker_behind_it_gets_the_brokers_credit(
+        start_router: StartRouter) -> None:
+    """The broker grants 3 and no more: the producer gets 3, not the router's
+    window of 250, and after sending them it waits for the broker."""
+    port = free_port()
+    broker = StingyPeer(f"127.0.0.1:{port}", credit=3)
+    broker.start()
+    try:
+        hop = start_router(router_conf(broker_connector(port, "stingy")
+                                       + waypoint("wp.stingy", "stingy") + LOG_INFO))
+        wait_autolinks(hop, "wp.stingy", directions=("out",))
+        conn = connect(hop.url)
+        try:
+            sender = conn.create_sender("wp.stingy")
+            wait_credit(conn, sender, 3)
+            pump(conn, 0.5)
+            assert sender.link.credit == 3, "no more than the broker gave"
+            assert send_settled(conn, sender, ["a", "b", "c"]) == [Delivery.ACCEPTED] * 3
+            pump(conn, 0.5)
+            assert sender.link.credit == 0, "the broker gave nothing more"
+            assert broker.accepted == 3
+        finally:
+            conn.close()
+    finally:
+        broker.stop()
