@@ -43,6 +43,9 @@ class AutoLinkTable(Generic[P]):
     def __init__(self, specs: Iterable[AutoLinkSpec] = ()) -> None:
         self._links: list[AutoLink[P]] = []
         self._peers: list[P] = []
+        # Failed auto-links waiting for their retry (``next_deadline`` is asked
+        # on every turn of the event loop, so it looks only at these).
+        self._retrying: list[AutoLink[P]] = []
         self._ids = itertools.count(1)
         for spec in specs:
             self.add(spec)
@@ -75,11 +78,17 @@ class AutoLinkTable(Generic[P]):
                 attach.append(autolink)
         return attach
 
+    def detached(self, autolink: AutoLink[P], error: str, now: float) -> None:
+        """The container detached (or refused) ``autolink``: failed, retried later."""
+        autolink.detached(error, now)
+        self._retrying.append(autolink)
+
     def connection_closed(self, peer: P) -> list[AutoLink[P]]:
         """A connection closed: its auto-links go inactive; those another open
         connection serves are returned, to be attached there."""
         self._peers = [p for p in self._peers if p is not peer]
         attach = []
+        self._retrying = [al for al in self._retrying if al.peer is not peer]
         for autolink in self._links:
             if autolink.peer is not peer:
                 continue
@@ -92,10 +101,13 @@ class AutoLinkTable(Generic[P]):
 
     def tick(self, now: float) -> list[AutoLink[P]]:
         """Failed auto-links whose retry is due, to be attached again."""
-        attach = []
-        for autolink in self._links:
-            if autolink.state is not AutoLinkState.FAILED or autolink.retry_at is None \
-                    or autolink.retry_at > now:
+        attach: list[AutoLink[P]] = []
+        due = [al for al in self._retrying if al.retry_at is not None and al.retry_at <= now]
+        if not due:
+            return attach
+        self._retrying = [al for al in self._retrying if al not in due]
+        for autolink in due:
+            if autolink.state is not AutoLinkState.FAILED:
                 continue
             peer = self._serving(autolink.spec)
             if peer is None:  # cannot happen while the failed link's connection is open
@@ -107,8 +119,9 @@ class AutoLinkTable(Generic[P]):
 
     def next_deadline(self) -> float | None:
         """When ``tick`` has work: the earliest retry of a failed auto-link."""
-        due = [al.retry_at for al in self._links if al.retry_at is not None]
-        return min(due) if due else None
+        if not self._retrying:
+            return None
+        return min(al.retry_at for al in self._retrying if al.retry_at is not None)
 
     def _serving(self, spec: AutoLinkSpec) -> P | None:
         for peer in self._peers:

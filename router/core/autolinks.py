@@ -92,7 +92,7 @@ class AutoLinking:
         """The container detached (or refused) an auto-link: it has failed and is
         attached again when its retry is due.  Its link, if it had one, has
         been unbound with ``link_detached``."""
-        autolink.detached(error, now)
+        self.autolinks.detached(autolink, error, now)
         log.info("Auto Link Activation Failed. %s", error or "detached by the peer")
 
 

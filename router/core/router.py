@@ -479,10 +479,12 @@ class Router(AutoLinking):
         return effects
 
     def next_deadline(self) -> float | None:
-        deadlines = [d for d in (self.autolinks.next_deadline(),
-                                 self.network.next_deadline() if self.network else None)
-                     if d is not None]
-        return min(deadlines) if deadlines else None
+        """When ``tick`` is next due (asked on every turn of the event loop)."""
+        network = None if self.network is None else self.network.next_deadline()
+        retry = self.autolinks.next_deadline() if len(self.autolinks) else None
+        if retry is None or (network is not None and network < retry):
+            return network
+        return retry
 
     # -- anonymous routing -------------------------------------------------
 

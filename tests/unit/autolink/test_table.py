@@ -78,7 +78,8 @@ def test_failed_links_are_attached_again_when_their_retry_is_due() -> None:
     peer = Peer("b")
     first, second = table.connection_opened(peer)
     second.replied(True, link_id=2)
-    first.detached("amqp:not-found", now=10.0)
+    assert table.next_deadline() is None
+    table.detached(first, "amqp:not-found", now=10.0)
     assert table.next_deadline() == 12.0
     assert table.tick(11.9) == []
     assert table.tick(12.0) == [first]
@@ -91,7 +92,7 @@ def test_closing_the_connection_of_a_failed_link_cancels_its_retry() -> None:
     table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
     peer = Peer("b")
     (al,) = table.connection_opened(peer)
-    al.detached("x", now=0.0)
+    table.detached(al, "x", now=0.0)
     table.connection_closed(peer)
     assert al.state is S.INACTIVE
     assert table.next_deadline() is None
