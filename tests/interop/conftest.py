@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork, log_tail
+from tests.system.rabbitmq import RabbitMQ
 
 ENV = "HOP_QDROUTERD"
 NETWORK = pytest.StashKey[list[MixedNetwork]]()
@@ -91,3 +92,15 @@ def pytest_runtest_makereport(
                     (f"{router_id} ({network.kind(router_id)}) log tail, full log "
                      f"{router.log_path}", log_tail(router)))
     return report
+
+
+@pytest.fixture(scope="module")
+def rabbitmq() -> Iterator[RabbitMQ]:
+    """A RabbitMQ broker for the whole test module."""
+    broker = RabbitMQ("interop")
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        broker.remove()

@@ -168,19 +168,21 @@ class MixedNetwork:
         return [self.routers[p].ports[1] for p in peers]
 
     def add_hop(self, router_id: str, peers: Sequence[str] = (), *,
-                unstripped: bool = False) -> Hop:
+                unstripped: bool = False, extra: str = "") -> Hop:
+        """Start a hopd; ``extra`` is added to this router's conf only."""
         ports = self._connect(router_id, peers)
         conf = interior_conf(router_id, dict.fromkeys(ports, 1), unstripped=unstripped,
-                             extra=self.extra)
+                             extra=self.extra + extra)
         hop = start(self.directory, conf, router_id, 3 if unstripped else 2)
         self.routers[router_id] = hop
         return hop
 
     def add_qdr(self, router_id: str, peers: Sequence[str] = (), *,
-                unstripped: bool = False) -> Qdr:
+                unstripped: bool = False, extra: str = "") -> Qdr:
+        """Start a qdrouterd; ``extra`` is added to this router's conf only."""
         ports = self._connect(router_id, peers)
-        qdr = start_qdr(self.qdrouterd, self.directory, router_id, ports, extra=self.extra,
-                        unstripped=unstripped)
+        qdr = start_qdr(self.qdrouterd, self.directory, router_id, ports,
+                        extra=self.extra + extra, unstripped=unstripped)
         self.routers[router_id] = qdr
         return qdr
 
