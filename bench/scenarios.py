@@ -350,6 +350,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:latency-1000-line3", kind="latency",
                  run=line3_latency(1000, flavour),
                  description=f"{flavour.name}, 3-router line, 1,000 msg/s, 100 B"),
+        Scenario(name=f"{flavour.name}:linkroute-100", kind="throughput",
+                 run=link_routed(flavour),
+                 description=f"{flavour.name}, a link-routed sender to a container, 100 B"),
     ]
 
 
@@ -368,10 +371,16 @@ def _wait_log(router: RouterProcess, pattern: str, count: int, timeout: float) -
 _INFO_LOG = "log {\n    module: ROUTER_CORE\n    enable: info+\n}\n"
 
 
-def link_routed(bins: dict[str, Path], scale: Scale) -> Record:
+def link_routed(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     """A sender's link tunnelled by a link route to a container: the router
     relays transfers and dispositions without parsing (hop-recv listens as
     the container and the router connects to it)."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        return _link_routed(bins, scale, flavour)
+    return run
+
+
+def _link_routed(bins: dict[str, Path], scale: Scale, flavour: Flavour) -> Record:
     n = scale.count
     port = free_port()
     recv = start(_recv_args(bins, f"127.0.0.1:{port}", "lr.bench", n, listen=True))
@@ -379,10 +388,10 @@ def link_routed(bins: dict[str, Path], scale: Scale) -> Record:
     if recv.stdout.readline().strip() != "listening":
         raise RuntimeError("hop-recv did not listen")
     extra = (f"connector {{\n    name: sink\n    host: 127.0.0.1\n    port: {port}\n"
-             "    role: route-container\n}\n"
+             "    role: route-container\n    saslMechanisms: ANONYMOUS\n}\n"
              "linkRoute {\n    prefix: lr\n    direction: in\n    connection: sink\n}\n"
              + _INFO_LOG)
-    with RouterProcess(router_conf(extra=extra)) as router:
+    with RouterProcess(router_conf(extra=extra, flavour=flavour), flavour=flavour) as router:
         _wait_log(router, "Link Route Activated", 1, scale.timeout)
         cpu0 = router.cpu()
         sent = finish(start(_send_args(bins, router.url, "lr.bench", n, 100, False)),
@@ -431,7 +440,7 @@ def waypoint_round_trip(bins: dict[str, Path], scale: Scale) -> Record:
 
 
 SCENARIOS += [
-    Scenario(name="linkroute-100", kind="throughput", run=link_routed,
+    Scenario(name="linkroute-100", kind="throughput", run=link_routed(),
              description="one router, a link-routed sender to a container, 100 B, unsettled"),
     Scenario(name="waypoint-100", kind="throughput", run=waypoint_round_trip,
              description="one router, waypoint round trip through RabbitMQ, 100 B, unsettled"),

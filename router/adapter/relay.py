@@ -21,8 +21,8 @@ from typing import Any
 
 from router.adapter.pn import lib
 from router.adapter.settling import Settling, copy_disposition, settle_with
-from router.core import RoutedEnd, count_outcome
-from router.core.settlement import MODIFIED, REJECTED, RELEASED
+from router.core import OUTCOME_INDEX, RoutedEnd, count_outcome
+from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED
 
 MAX_TAG = 32
 
@@ -88,16 +88,18 @@ class Relay(Settling):
         assert partner is not None
         lptr = end.handle
         n = pn_delivery_pending(d)
-        while n > 0:
+        if n:
             if n > self._size:
                 self._grow(n)
+            # pn_link_send copies what it is given: pass the receive buffer itself.
             got = pn_link_recv(lptr, self._cbuf, n)
-            if got <= 0:
-                break
-            pn_link_send(partner.handle, self._view[:got].tobytes(), got)
-            n = pn_delivery_pending(d)
+            if got > 0:
+                pn_link_send(partner.handle, self._cbuf, got)
         self.dirty.add(partner.conn.handle)
-        if pn_delivery_aborted(d):
+        if pn_delivery_partial(d):
+            return
+        settled = pn_delivery_settled(d)
+        if settled and pn_delivery_aborted(d):
             # proton settles an aborted transfer; the copy is aborted too (6.5).
             if pn_link_current(lptr) == d:
                 pn_link_advance(lptr)
@@ -106,12 +108,12 @@ class Relay(Settling):
             partner.deliveries.pop(od, None)
             pn_delivery_settle(d)
             return
-        if pn_delivery_partial(d):
-            return
-        if pn_link_current(lptr) == d:  # complete: both move on to the next
+        # Complete: both links move on to the next delivery, once.  Bytes read
+        # just now that completed it mean it was not advanced before.
+        if n or pn_link_current(lptr) == d:
             pn_link_advance(lptr)
             pn_link_advance(partner.handle)
-        if pn_delivery_settled(d):
+        if settled:
             state = pn_delivery_remote_state(d)
             if state and state != pn_delivery_local_state(od):
                 copy_disposition(od, d, state)
@@ -142,13 +144,18 @@ class Relay(Settling):
                 pn_delivery_settle(od)
             return
         state = pn_delivery_remote_state(od)
-        if state and state != pn_delivery_local_state(d):
-            copy_disposition(d, od, state)
+        if state:
+            if settled and state in (ACCEPTED, RELEASED):
+                pn_delivery_update(d, state)
+            elif state != pn_delivery_local_state(d):
+                copy_disposition(d, od, state)
         partner = end.partner
         if settled:
-            count_outcome(end, state)
-            if partner is not None:
-                count_outcome(partner, state)
+            index = OUTCOME_INDEX.get(state)
+            if index is not None:
+                end.outcomes[index] += 1
+                if partner is not None:
+                    partner.outcomes[index] += 1
             pn_delivery_settle(d)
             pn_delivery_settle(od)
             del end.deliveries[od]
