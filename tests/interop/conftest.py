@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork, log_tail
-from tests.system.rabbitmq import RabbitMQ
+from tests.system.rabbitmq import RabbitMQ, running
 
 ENV = "HOP_QDROUTERD"
 NETWORK = pytest.StashKey[list[MixedNetwork]]()
@@ -96,11 +96,6 @@ def pytest_runtest_makereport(
 
 @pytest.fixture(scope="module")
 def rabbitmq() -> Iterator[RabbitMQ]:
-    """A RabbitMQ broker for the whole test module."""
-    broker = RabbitMQ("interop")
-    try:
-        broker.start()
+    """A RabbitMQ broker for the whole test module (it takes seconds to start)."""
+    with running("interop") as broker:
         yield broker
-    finally:
-        broker.stop()
-        broker.remove()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.system.harness import Hop, router_conf, start
-from tests.system.rabbitmq import RabbitMQ
+from tests.system.rabbitmq import RabbitMQ, running
 
 StartRouter = Callable[..., Hop]
 
@@ -49,10 +49,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="module")
 def rabbitmq() -> Iterator[RabbitMQ]:
     """A RabbitMQ broker for the whole test module (it takes seconds to start)."""
-    broker = RabbitMQ("rabbit")
-    try:
-        broker.start()
+    with running("rabbit") as broker:
         yield broker
-    finally:
-        broker.stop()
-        broker.remove()

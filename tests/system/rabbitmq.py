@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 RABBITMQ_SERVER = "/usr/sbin/rabbitmq-server"
@@ -186,4 +187,16 @@ class RabbitMQ:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-__all__ = ["RabbitMQ", "available", "free_port"]
+@contextlib.contextmanager
+def running(name: str) -> Iterator[RabbitMQ]:
+    """A started broker, stopped and removed afterwards."""
+    broker = RabbitMQ(name)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        broker.remove()
+
+
+__all__ = ["RabbitMQ", "available", "free_port", "running"]

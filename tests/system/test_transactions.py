@@ -9,15 +9,17 @@ carries the transactional state to the peer, and the discharge commits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from proton import Message
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 from tests.system.brokered import LOG_INFO
 from tests.system.conftest import StartRouter
-from tests.system.harness import STANDARD_LISTENER, router_conf, wait_for
+from tests.system.harness import STANDARD_LISTENER, Hop, router_conf, wait_for
 from tests.system.peers import TransactionalPeer
 
 CONTAINER_LISTENER = """\
@@ -98,38 +100,39 @@ class TransactionalClient(MessagingHandler, TransactionHandler):  # type: ignore
         self.container.stop()
 
 
+@pytest.fixture
+def coordinated(start_router: StartRouter) -> Iterator[tuple[Hop, TransactionalPeer]]:
+    """A router with the coordinator link routes, and the transactional peer
+    connected to its route-container listener."""
+    hop = start_router(router_conf(ROUTES + LOG_INFO,
+                                   listener=STANDARD_LISTENER + CONTAINER_LISTENER),
+                       listeners=2)
+    peer = TransactionalPeer(f"127.0.0.1:{hop.ports[1]}")
+    peer.start()
+    try:
+        hop.wait_log(r"Link Route Activated '1' on connection txn")
+        yield hop, peer
+    finally:
+        peer.stop()
+
+
 def test_declare_send_and_commit_reach_the_coordinator_through_a_link_route(
-        start_router: StartRouter) -> None:
-    hop = start_router(router_conf(ROUTES + LOG_INFO,
-                                   listener=STANDARD_LISTENER + CONTAINER_LISTENER),
-                       listeners=2)
-    peer = TransactionalPeer(f"127.0.0.1:{hop.ports[1]}")
-    peer.start()
-    try:
-        hop.wait_log(r"Link Route Activated '1' on connection txn")
-        client = TransactionalClient(hop.url, "tx.orders", 3)
-        Container(client).run()
-        assert client.outcome == "committed"
-        assert peer.declared == [client.txn_id]
-        wait_for(lambda: len(peer.discharged) == 1, 10, "the discharge")
-        assert peer.discharged == [(client.txn_id, False)]
-        assert peer.received == [("tx.orders", f"t{i}", client.txn_id) for i in range(3)]
-    finally:
-        peer.stop()
+        coordinated: tuple[Hop, TransactionalPeer]) -> None:
+    hop, peer = coordinated
+    client = TransactionalClient(hop.url, "tx.orders", 3)
+    Container(client).run()
+    assert client.outcome == "committed"
+    assert peer.declared == [client.txn_id]
+    wait_for(lambda: len(peer.discharged) == 1, 10, "the discharge")
+    assert peer.discharged == [(client.txn_id, False)]
+    assert peer.received == [("tx.orders", f"t{i}", client.txn_id) for i in range(3)]
 
 
-def test_an_aborted_transaction_is_discharged_as_failed(start_router: StartRouter) -> None:
-    hop = start_router(router_conf(ROUTES + LOG_INFO,
-                                   listener=STANDARD_LISTENER + CONTAINER_LISTENER),
-                       listeners=2)
-    peer = TransactionalPeer(f"127.0.0.1:{hop.ports[1]}")
-    peer.start()
-    try:
-        hop.wait_log(r"Link Route Activated '1' on connection txn")
-        client = TransactionalClient(hop.url, "tx.orders", 1, commit=False)
-        Container(client).run()
-        assert client.outcome == "aborted"
-        wait_for(lambda: len(peer.discharged) == 1, 10, "the discharge")
-        assert peer.discharged == [(client.txn_id, True)]
-    finally:
-        peer.stop()
+def test_an_aborted_transaction_is_discharged_as_failed(
+        coordinated: tuple[Hop, TransactionalPeer]) -> None:
+    hop, peer = coordinated
+    client = TransactionalClient(hop.url, "tx.orders", 1, commit=False)
+    Container(client).run()
+    assert client.outcome == "aborted"
+    wait_for(lambda: len(peer.discharged) == 1, 10, "the discharge")
+    assert peer.discharged == [(client.txn_id, True)]
