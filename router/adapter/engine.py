@@ -37,6 +37,7 @@ from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
+from router.adapter.settling import settle_with
 from router.core import (
     Connection,
     ConnectionId,
@@ -176,8 +177,9 @@ class Engine(Lifecycle):
         the peer's transfers were already on their way): nothing forwarded it,
         so the producer is told RELEASED."""
         if lib.pn_link_is_receiver(lib.pn_delivery_link(d)) and not lib.pn_delivery_settled(d):
-            lib.pn_delivery_update(d, RELEASED)
-        lib.pn_delivery_settle(d)
+            settle_with(d, RELEASED)
+        else:
+            lib.pn_delivery_settle(d)
 
     def _drain_wakeup(self) -> None:
         with contextlib.suppress(OSError):

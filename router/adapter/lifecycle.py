@@ -56,6 +56,24 @@ server_log = logging.getLogger("router.adapter.server")
 _UNLIMITED_SESSION_FRAMES = 2**31 // 65536
 
 
+def _set_window(ssn: Any, conn: Conn) -> None:
+    """A session's incoming window, in bytes (reference 3.2).  Unset, proton's
+    default window is small enough to stall a fast sender for a round trip
+    every few dozen messages; qdrouterd's default is an unlimited window,
+    bounded in practice by link credit."""
+    s = conn.settings
+    frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
+    lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
+
+
+def _new_session(conn: Conn) -> Any:
+    """Begin a session of the router's own on ``conn``."""
+    ssn = lib.pn_session(conn.cptr)
+    _set_window(ssn, conn)
+    lib.pn_session_open(ssn)
+    return ssn
+
+
 class Lifecycle:
     """The engine's endpoint handling (a base class of ``Engine``)."""
 
@@ -161,12 +179,8 @@ class Lifecycle:
     def _open_router_links(self, conn: Conn) -> None:
         """The connector side attaches the control links, then one data link
         pair per priority, each pair in a session of its own (reference 9.1)."""
-        cptr = conn.cptr
         for capability in [ROUTER_CONTROL] + [ROUTER_DATA] * PRIORITIES:
-            ssn = lib.pn_session(cptr)
-            frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
-            lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
-            lib.pn_session_open(ssn)
+            ssn = _new_session(conn)
             for sender in (True, False):
                 open_router_link(ssn, f"qdlink.{token()}", sender=sender, capability=capability)
 
@@ -175,13 +189,7 @@ class Lifecycle:
             return
         conn = self.by_connection.get(lib.pn_session_connection(ssn))
         if conn is not None:
-            s = conn.settings
-            # The session's incoming window, in bytes (reference 3.2).  Unset,
-            # proton's default window is small enough to stall a fast sender
-            # for a round trip every few dozen messages; qdrouterd's default
-            # is an unlimited window, bounded in practice by link credit.
-            frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
-            lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
+            _set_window(ssn, conn)
         lib.pn_session_open(ssn)
 
     def _link_opened(self, lptr: Any) -> None:
@@ -270,13 +278,15 @@ class Lifecycle:
                       description=to_str(lib.pn_condition_get_description(cond)),
                       closed=closed)
 
-    @staticmethod
-    def _detach_error(lptr: Any) -> str:
-        """Why the peer detached a link: its condition, else its session's."""
-        error = remote_condition(lib.pn_link_remote_condition(lptr))
-        if not error:
-            error = remote_condition(lib.pn_session_remote_condition(lib.pn_link_session(lptr)))
-        return error
+    @classmethod
+    def _detach_error(cls, lptr: Any) -> str:
+        """Why the peer detached a link, as one line: ``condition: description``."""
+        detach = cls._remote_detach(lptr)
+        if detach.condition is None:
+            return ""
+        if detach.description:
+            return f"{detach.condition}: {detach.description}"
+        return detach.condition
 
     def _forget_connection(self, conn: Conn) -> None:
         """The connection is gone: forget its links that were never answered."""
@@ -291,10 +301,7 @@ class Lifecycle:
 
     def _link_session(self, conn: Conn) -> Any:
         """A new session for one link of the router's own."""
-        ssn = lib.pn_session(conn.cptr)
-        frames = conn.settings.max_session_frames or _UNLIMITED_SESSION_FRAMES
-        lib.pn_session_set_incoming_capacity(ssn, conn.settings.max_frame_size * frames)
-        lib.pn_session_open(ssn)
+        ssn = _new_session(conn)
         self.link_sessions.add(ssn)
         return ssn
 
