@@ -32,6 +32,7 @@ from conf.routing import (
 )
 from conf.sections import (
     AuthServicePluginSection,
+    ConsoleSection,
     PolicySection,
     RouterMode,
     RouterSection,
@@ -51,6 +52,7 @@ __all__ = [
     "BindingSection",
     "ConfError",
     "ConnectorSection",
+    "ConsoleSection",
     "Diagnostic",
     "Direction",
     "Distribution",

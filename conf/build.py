@@ -40,6 +40,7 @@ from conf.routing import (
 )
 from conf.sections import (
     AuthServicePluginSection,
+    ConsoleSection,
     PolicySection,
     RouterMode,
     RouterSection,
@@ -52,10 +53,6 @@ from linkroute import LinkRouteError, LinkRouteSpec
 __all__ = ["build_conf"]
 
 log = logging.getLogger(__name__)
-
-_UNSUPPORTED_SECTIONS = {
-    "console": "section 'console' is deprecated in qdrouterd and not supported by hop",
-}
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +76,7 @@ class _Field:
     #: The name of the section class's field.
     name: str
     convert: Callable[[Node], object]
+    ignored: str | None
 
 
 @attrs.frozen(kw_only=True)
@@ -101,7 +99,8 @@ def _schema_of(cls: type[Section]) -> _Schema:
     by_name: dict[str, _Field] = {}
     for f in fields:
         conf_name = f.schema.conf_name
-        field = _Field(conf_name=conf_name, name=f.field.name, convert=f.schema.type.convert)
+        field = _Field(conf_name=conf_name, name=f.field.name, convert=f.schema.type.convert,
+                       ignored=f.schema.ignored)
         by_name.update(dict.fromkeys((conf_name, *f.schema.aliases), field))
     return _Schema(
         by_name=by_name,
@@ -157,6 +156,10 @@ def _type_section(entity: EntityType, raw: RawSection, sink: DiagnosticSink) -> 
                 )
             continue
         given[conf_name] = attribute
+        ignored = field.ignored
+        if ignored is not None and entity.ignored is None:
+            log.warning("%s:%s: attribute %r of section %r is accepted and ignored: %s",
+                        sink.filename, attribute.key_position, conf_name, section, ignored)
         if key != conf_name:
             log.warning(
                 "%s:%s: attribute %r of section %r is deprecated; use %r",
@@ -307,11 +310,12 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         name = _normalised(raw.name)
         entity = ENTITY_TYPES_BY_NAME.get(name)
         if entity is None:
-            message = _UNSUPPORTED_SECTIONS.get(name) or (
-                f"unknown section {raw.name!r}{did_you_mean(name, ENTITY_TYPES_BY_NAME)}"
-            )
-            sink.error(raw.pos, message)
+            hint = did_you_mean(name, ENTITY_TYPES_BY_NAME)
+            sink.error(raw.pos, f"unknown section {raw.name!r}{hint}")
             continue
+        if entity.ignored is not None:
+            log.warning("%s:%s: section %r is accepted and ignored: %s",
+                        sink.filename, raw.pos, entity.conf_name, entity.ignored)
         item = _type_section(entity, raw, sink)
         if item is not None:
             typed[entity.conf_name].append(item)
@@ -349,4 +353,5 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         auth_service_plugins=_sections(typed["authServicePlugin"], AuthServicePluginSection),
         exchanges=_sections(typed["exchange"], ExchangeSection),
         bindings=_sections(typed["binding"], BindingSection),
+        consoles=_sections(typed["console"], ConsoleSection),
     )

@@ -98,12 +98,18 @@ _FAMILY = setting(
     EnumType(AddressFamily),
     "address family; only reported, as in qdrouterd (the host literal decides)",
     aliases=("protocolFamily",),
+    ignored="the host literal decides the address family, as in qdrouterd",
 )
 _ROLE = setting(
     "role", EnumType(Role), "role of the connections (inter-router needs mode interior)"
 )
 _COST = setting("cost", IntegerType(1, INT32_MAX), "inter-router link cost")
-_SSL_PROFILE = setting("sslProfile", StringType(), "name of an sslProfile section; enables TLS")
+_SSL_PROFILE = setting(
+    "sslProfile",
+    StringType(),
+    "name of an sslProfile section; enables TLS",
+    ignored="TLS is not implemented yet: the connections are not encrypted",
+)
 _SASL_MECHANISMS = setting("saslMechanisms", StringType(), "space-separated SASL mechanisms")
 _MAX_FRAME_SIZE = setting(
     "maxFrameSize",
@@ -136,12 +142,19 @@ _LOG_MESSAGE = setting(
     StringType("string: all, none or a comma list of message fields", _check_logged_fields),
     "message fields logged at trace on module MESSAGE",
     aliases=("logMessage",),
+    ignored="per-message logging is not implemented",
 )
-_POLICY_VHOST = setting("policyVhost", StringType(), "vhost policy applied to these connections")
+_POLICY_VHOST = setting(
+    "policyVhost",
+    StringType(),
+    "vhost policy applied to these connections",
+    ignored="vhost policies are not enforced yet",
+)
 _OPEN_PROPERTIES = setting(
     "openProperties",
     JsonMapType("JSON map with string keys", check_key=_check_property_key),
     "extra OPEN properties; not for inter-router or edge roles, reserved keys refused",
+    ignored="extra OPEN properties are not sent",
 )
 
 
@@ -183,7 +196,12 @@ class ListenerSection(Section, _PortHelpers):
     )
     sasl_plugin: str | None = attrs.field(
         default=None,
-        metadata=setting("saslPlugin", StringType(), "name of an authServicePlugin section"),
+        metadata=setting(
+            "saslPlugin",
+            StringType(),
+            "name of an authServicePlugin section",
+            ignored="delegated authentication is not implemented",
+        ),
     )
     require_encryption: bool = attrs.field(
         default=False,
@@ -191,7 +209,12 @@ class ListenerSection(Section, _PortHelpers):
     )
     require_ssl: bool = attrs.field(
         default=False,
-        metadata=setting("requireSsl", BooleanType(), "refuse connections without TLS"),
+        metadata=setting(
+            "requireSsl",
+            BooleanType(),
+            "refuse connections without TLS",
+            ignored="TLS is not implemented yet",
+        ),
     )
     trusted_certs_file: str | None = attrs.field(
         default=None,
@@ -200,6 +223,7 @@ class ListenerSection(Section, _PortHelpers):
             StringType("path"),
             "unused (use sslProfile caCertFile)",
             aliases=("trustedCerts",),
+            ignored="unused, as in qdrouterd: sslProfile caCertFile is the trusted CA file",
         ),
     )
     max_frame_size: int = attrs.field(default=16384, metadata=_MAX_FRAME_SIZE)
@@ -220,7 +244,12 @@ class ListenerSection(Section, _PortHelpers):
     link_capacity: int = attrs.field(default=250, metadata=_LINK_CAPACITY)
     multi_tenant: bool = attrs.field(
         default=False,
-        metadata=setting("multiTenant", BooleanType(), "prefix addresses with the vhost"),
+        metadata=setting(
+            "multiTenant",
+            BooleanType(),
+            "prefix addresses with the vhost",
+            ignored="multi-tenant address prefixing is not implemented",
+        ),
     )
     failover_urls: str | None = attrs.field(
         default=None,
@@ -229,6 +258,7 @@ class ListenerSection(Section, _PortHelpers):
             StringType("string: comma list of [scheme://]host[:port]"),
             "failover list advertised to clients in OPEN",
             aliases=("failoverList",),
+            ignored="failover lists are not advertised yet",
         ),
     )
     healthz: bool = attrs.field(
@@ -238,7 +268,13 @@ class ListenerSection(Section, _PortHelpers):
         default=True, metadata=setting("metrics", BooleanType(), "HTTP metrics endpoint")
     )
     websockets: bool = attrs.field(
-        default=True, metadata=setting("websockets", BooleanType(), "AMQP over WebSocket")
+        default=True,
+        metadata=setting(
+            "websockets",
+            BooleanType(),
+            "AMQP over WebSocket",
+            ignored="HTTP listeners serve /metrics and /healthz only",
+        ),
     )
     http: bool = attrs.field(
         default=False,
@@ -247,7 +283,11 @@ class ListenerSection(Section, _PortHelpers):
     http_root_dir: str | None = attrs.field(
         default=None,
         metadata=setting(
-            "httpRootDir", StringType("path"), "static file root for HTTP", aliases=("httpRoot",)
+            "httpRootDir",
+            StringType("path"),
+            "static file root for HTTP",
+            aliases=("httpRoot",),
+            ignored="HTTP listeners serve /metrics and /healthz only",
         ),
     )
     message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)
@@ -278,7 +318,12 @@ class ConnectorSection(Section, _PortHelpers):
     sasl_mechanisms: str | None = attrs.field(default=None, metadata=_SASL_MECHANISMS)
     allow_redirect: bool = attrs.field(
         default=True,
-        metadata=setting("allowRedirect", BooleanType(), "unused, as in qdrouterd"),
+        metadata=setting(
+            "allowRedirect",
+            BooleanType(),
+            "unused, as in qdrouterd",
+            ignored="unused, as in qdrouterd",
+        ),
     )
     max_frame_size: int = attrs.field(default=16384, metadata=_MAX_FRAME_SIZE)
     max_sessions: int = attrs.field(default=32768, metadata=_MAX_SESSIONS)

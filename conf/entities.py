@@ -20,6 +20,7 @@ from conf.routing import (
 )
 from conf.sections import (
     AuthServicePluginSection,
+    ConsoleSection,
     PolicySection,
     RouterSection,
     SslProfileSection,
@@ -41,6 +42,9 @@ class EntityType:
     singleton: bool = False
     #: Conf names of the attributes whose values must differ between sections of this type.
     unique: tuple[str, ...] = ("name",)
+    #: Why Hop accepts sections of this type but does not apply them (a
+    #: warning is logged for each); None for the types Hop applies.
+    ignored: str | None = None
 
 
 ENTITY_TYPES: tuple[EntityType, ...] = (
@@ -79,6 +83,7 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         conf_name="authServicePlugin",
         cls=AuthServicePluginSection,
         summary="A remote AMQP service to which SASL authentication is delegated.",
+        ignored="delegated authentication is not implemented",
     ),
     EntityType(
         conf_name="address",
@@ -138,11 +143,13 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         conf_name="exchange",
         cls=ExchangeSection,
         summary="An exchange (experimental in qdrouterd): messages are routed by subject.",
+        ignored="exchanges are not implemented",
     ),
     EntityType(
         conf_name="binding",
         cls=BindingSection,
         summary="A binding of an exchange: subjects matching the key go to the next hop.",
+        ignored="exchanges are not implemented",
     ),
     EntityType(
         conf_name="log",
@@ -157,12 +164,20 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         summary="Global connection policy. At most one; defaults apply when absent.",
         singleton=True,
         unique=(),
+        ignored="connection policies are not enforced yet",
     ),
     EntityType(
         conf_name="vhost",
         cls=VhostSection,
         summary="A vhost policy: limits and user groups for connections to one hostname.",
         unique=("name", "hostname"),
+        ignored="vhost policies are not enforced yet",
+    ),
+    EntityType(
+        conf_name="console",
+        cls=ConsoleSection,
+        summary="Deprecated in qdrouterd: a proxy serving its web console.",
+        ignored="deprecated in qdrouterd; Hop serves no web console",
     ),
 )
 

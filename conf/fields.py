@@ -32,6 +32,9 @@ class AttributeSchema:
     aliases: tuple[str, ...] = ()
     #: Shown in the manual instead of "none" when the attribute is unset by default.
     default_doc: str | None = None
+    #: Why Hop accepts the attribute but does nothing with it (a warning is
+    #: logged when a file sets it); None for attributes Hop applies.
+    ignored: str | None = None
 
 
 def setting(
@@ -41,10 +44,16 @@ def setting(
     *,
     aliases: tuple[str, ...] = (),
     default_doc: str | None = None,
+    ignored: str | None = None,
 ) -> dict[str, Any]:
     """Field metadata for ``attrs.field(metadata=...)`` describing one attribute."""
     schema = AttributeSchema(
-        conf_name=conf_name, type=type_, doc=doc, aliases=aliases, default_doc=default_doc
+        conf_name=conf_name,
+        type=type_,
+        doc=doc,
+        aliases=aliases,
+        default_doc=default_doc,
+        ignored=ignored,
     )
     return {_KEY: schema}
 

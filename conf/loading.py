@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conf.build import build_conf
 from conf.confform import read_conf
-from conf.diagnostics import FILE_POSITION, ConfError, Diagnostic, DiagnosticSink
+from conf.diagnostics import ConfError, Diagnostic, DiagnosticSink
 from conf.jsonform import read_json
 from conf.model import RouterConf
 
@@ -45,15 +45,14 @@ def parse(text: str, filename: str) -> RouterConf:
 
     Returns:
         The validated configuration; a missing ``router`` or ``policy``
-        section is replaced by one with default settings.
+        section is replaced by one with default settings, so an empty file
+        is a standalone router with no listeners, as for qdrouterd.
 
     Raises:
         ConfError: listing every problem found, in file order.
     """
     sink = DiagnosticSink(filename)
     raw = read_json(text, sink) if filename.endswith(".json") else read_conf(text, sink)
-    if not raw and not len(sink):
-        sink.error(FILE_POSITION, "configuration is empty: expected at least one section")
     conf = build_conf(raw, sink)
     sink.raise_if_any()
     assert conf is not None
@@ -65,7 +64,7 @@ def load(path: str | os.PathLike[str]) -> RouterConf:
 
     Raises:
         ConfError: when the file cannot be read (missing, unreadable, not
-            UTF-8), is empty, or is invalid.
+            UTF-8), or is invalid.
     """
     filename = os.fspath(path)
     try:

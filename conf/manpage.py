@@ -238,12 +238,16 @@ def _attribute(field: SchemaField) -> str:
     if schema.aliases:
         names = ", ".join(f"\\fB{alias}\\fR" for alias in schema.aliases)
         lines.append(f"Deprecated name: {names}.")
+    if schema.ignored is not None:
+        lines.append(f"Accepted and ignored: {_escape(schema.ignored)}.")
     return "\n".join(lines) + "\n"
 
 
 def _section(entity: EntityType) -> str:
     parts = [f".SS {entity.conf_name}\n", _escape(entity.summary) + "\n"]
     parts.extend(f".PP\n{_escape(paragraph)}\n" for paragraph in entity.details)
+    if entity.ignored is not None:
+        parts.append(f".PP\nAccepted and ignored: {_escape(entity.ignored)}.\n")
     parts.extend(_attribute(field) for field in schema_fields(entity.cls))
     return "".join(parts)
 

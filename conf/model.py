@@ -15,6 +15,7 @@ from conf.logs import LogSection
 from conf.routing import BindingSection, ExchangeSection
 from conf.sections import (
     AuthServicePluginSection,
+    ConsoleSection,
     PolicySection,
     RouterSection,
     SslProfileSection,
@@ -42,3 +43,5 @@ class RouterConf:
     auth_service_plugins: tuple[AuthServicePluginSection, ...] = ()
     exchanges: tuple[ExchangeSection, ...] = ()
     bindings: tuple[BindingSection, ...] = ()
+    #: Deprecated ``console`` sections: kept so the file renders back, not applied.
+    consoles: tuple[ConsoleSection, ...] = ()

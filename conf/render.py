@@ -68,6 +68,7 @@ def _sections_by_type(conf: RouterConf) -> dict[str, Sequence[Section]]:
         "log": conf.logs,
         "policy": [conf.policy] if conf.policy != PolicySection() else [],
         "vhost": conf.vhosts,
+        "console": conf.consoles,
     }
 
 

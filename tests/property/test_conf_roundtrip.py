@@ -24,6 +24,7 @@ from conf import (
     AutoLinkSection,
     BindingSection,
     ConnectorSection,
+    ConsoleSection,
     ExchangeSection,
     LinkRouteSection,
     ListenerSection,
@@ -201,6 +202,7 @@ LINK_ROUTES = st.lists(prefix_xor_pattern(LinkRouteSection, name=names), max_siz
 AUTO_LINKS = st.lists(sections(AutoLinkSection, name=names), max_size=1)
 PLUGINS = st.lists(sections(AuthServicePluginSection, ssl_profile=st.none()), max_size=1)
 POLICIES = sections(PolicySection)
+CONSOLES = st.lists(sections(ConsoleSection), max_size=1)
 
 
 @st.composite
@@ -231,6 +233,7 @@ def router_confs(draw: st.DrawFn) -> RouterConf:
         vhosts=tuple(draw(VHOSTS)),
         exchanges=tuple(exchanges),
         bindings=tuple(bindings),
+        consoles=tuple(draw(CONSOLES)),
     )
 
 

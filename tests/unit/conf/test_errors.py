@@ -367,9 +367,27 @@ def test_identity_cannot_be_set() -> None:
     ]
 
 
-def test_console_section_is_not_supported() -> None:
-    assert diagnostics("console {\n}\n") == [
-        "hopd.conf:1:1: section 'console' is deprecated in qdrouterd and not supported by hop"
+def test_console_section_is_accepted_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    conf = parse("console {\n    proxy: /bin/p\n    home: /srv\n}\n", "hopd.conf")
+    assert conf.listeners == ()
+    assert caplog.messages == [
+        "hopd.conf:1:1: section 'console' is accepted and ignored: "
+        "deprecated in qdrouterd; Hop serves no web console"
+    ]
+
+
+def test_console_section_is_still_checked() -> None:
+    assert diagnostics("console {\n    home: /srv\n}\n") == [
+        "hopd.conf:1:1: missing mandatory attribute 'proxy' in section 'console'"
+    ]
+
+
+def test_ignored_attribute_is_accepted_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    conf = parse("router {\n    mode: interior\n    area: 7\n}\n", "hopd.conf")
+    assert conf.router.area == "7"
+    assert caplog.messages == [
+        "hopd.conf:3:5: attribute 'area' of section 'router' is accepted and ignored: "
+        "qdrouterd ignores it too and always uses area 0"
     ]
 
 
@@ -452,7 +470,7 @@ def test_conf_error_carries_structured_diagnostics() -> None:
     assert str(info.value) == str(info.value.diagnostics[0])
 
 
-def test_empty_text_is_refused() -> None:
-    assert diagnostics("# only a comment\n\n") == [
-        "hopd.conf: configuration is empty: expected at least one section"
-    ]
+def test_empty_text_is_a_standalone_router_without_listeners() -> None:
+    conf = parse("# only a comment\n\n", "hopd.conf")
+    assert conf.router.mode.value == "standalone"
+    assert conf.listeners == () and conf.connectors == ()

@@ -114,5 +114,5 @@ def test_json_semantic_errors_are_positioned() -> None:
     ]
 
 
-def test_empty_json_list_is_refused() -> None:
-    assert diagnostics("[]") == ["hopd.json: configuration is empty: expected at least one section"]
+def test_empty_json_list_is_the_default_router() -> None:
+    assert parse("[]", "hopd.json").listeners == ()

@@ -34,12 +34,12 @@ def test_directory_is_a_conf_error(tmp_path: Path) -> None:
         load(tmp_path)
 
 
-def test_empty_file_is_a_conf_error(tmp_path: Path) -> None:
+def test_empty_file_is_the_default_standalone_router(tmp_path: Path) -> None:
     path = tmp_path / "empty.conf"
     path.write_text("")
-    with pytest.raises(ConfError) as info:
-        load(path)
-    assert str(info.value) == f"{path}: configuration is empty: expected at least one section"
+    conf = load(path)
+    assert conf.router.mode.value == "standalone"
+    assert conf.listeners == ()
 
 
 def test_invalid_utf8_is_positioned(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from conf import (
     BindingSection,
     ConfError,
     ConnectorSection,
+    ConsoleSection,
     EntityType,
     ExchangeSection,
     ListenerSection,
@@ -49,6 +50,7 @@ MINIMAL_SECTIONS = {
     "log": "log {\n    module: DEFAULT\n}\n",
     "policy": "policy {\n}\n",
     "vhost": "vhost {\n    hostname: example.com\n}\n",
+    "console": "console {\n    proxy: /bin/p\n    home: /srv\n}\n",
 }
 
 
@@ -77,6 +79,7 @@ def test_every_entity_type_parses_with_defaults() -> None:
         logs=(LogSection(module=LogModule.DEFAULT),),
         policy=PolicySection(),
         vhosts=(VhostSection(hostname="example.com"),),
+        consoles=(ConsoleSection(proxy="/bin/p", home="/srv"),),
     )
 
 
