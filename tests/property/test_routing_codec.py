@@ -13,6 +13,7 @@ import contextlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from router.core.amqp.values import Long, Symbol, ULong, encode
 from router.core.routing import (
     ControlMessage,
     Hello,
@@ -28,7 +29,6 @@ from router.core.routing import (
     decode_envelope,
     encode_control,
 )
-from router.core.routing.values import Long, Symbol, ULong, encode
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INT32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)

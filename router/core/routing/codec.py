@@ -39,7 +39,28 @@ from typing import Final, assert_never
 
 import attrs
 
-from router.core.routing.errors import PeerProtocolError
+from router.core.amqp.errors import PeerProtocolError
+from router.core.amqp.sections import (
+    APPLICATION_PROPERTIES,
+    DATA,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    SEQUENCE,
+    VALUE,
+    encode_section,
+    split_sections,
+)
+from router.core.amqp.values import (
+    QD_C,
+    QD_PYTHON,
+    Array,
+    EncodingStyle,
+    Int,
+    Long,
+    Symbol,
+    type_name,
+)
 from router.core.routing.messages import (
     AREA,
     PROTOCOL_VERSION,
@@ -53,39 +74,15 @@ from router.core.routing.messages import (
     Opcode,
     RouterAdvertisement,
 )
-from router.core.routing.values import (
-    QD_C,
-    QD_PYTHON,
-    Array,
-    Described,
-    EncodingStyle,
-    Int,
-    Long,
-    Symbol,
-    decode,
-    encode,
-    type_name,
-)
 
 __all__ = ["ControlEnvelope", "decode_control", "decode_envelope", "encode_control"]
 
 INGRESS_KEY: Final = "x-opt-qd.ingress"
 TRACE_KEY: Final = "x-opt-qd.trace"
 
-# Section descriptor codes (AMQP 1.0 part 3.2).
-_HEADER, _DELIVERY_ANN, _MESSAGE_ANN, _PROPERTIES, _APP_PROPS = 0x70, 0x71, 0x72, 0x73, 0x74
-_DATA, _SEQUENCE, _VALUE, _FOOTER = 0x75, 0x76, 0x77, 0x78
-_SECTION_NAMES: Final = {
-    "amqp:header:list": _HEADER,
-    "amqp:delivery-annotations:map": _DELIVERY_ANN,
-    "amqp:message-annotations:map": _MESSAGE_ANN,
-    "amqp:properties:list": _PROPERTIES,
-    "amqp:application-properties:map": _APP_PROPS,
-    "amqp:data:binary": _DATA,
-    "amqp:amqp-sequence:list": _SEQUENCE,
-    "amqp:amqp-value:*": _VALUE,
-    "amqp:footer:map": _FOOTER,
-}
+_HEADER, _MESSAGE_ANN, _PROPERTIES, _APP_PROPS = (
+    HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
+_DATA, _SEQUENCE, _VALUE = DATA, SEQUENCE, VALUE
 
 
 @attrs.frozen(kw_only=True)
@@ -109,7 +106,7 @@ class ControlEnvelope:
 
 
 def _section(code: int, value: object, style: EncodingStyle) -> bytes:
-    return b"\x00\x53" + bytes((code,)) + encode(value, style)
+    return encode_section(code, value, style)
 
 
 def _python_body(
@@ -203,30 +200,8 @@ def encode_control(msg: ControlMessage, *, to: str, ingress: str, trace: list[st
 # --- decoding -----------------------------------------------------------------
 
 
-def _section_code(descriptor: object, at: int) -> int:
-    if isinstance(descriptor, int) and not isinstance(descriptor, bool):
-        if 0x70 <= descriptor <= 0x78:
-            return int(descriptor)
-    elif isinstance(descriptor, str) and descriptor in _SECTION_NAMES:
-        return _SECTION_NAMES[descriptor]
-    raise PeerProtocolError(f"control message: unknown section descriptor at offset {at}")
-
-
 def _split_sections(data: bytes) -> dict[int, object]:
-    sections: dict[int, object] = {}
-    pos = 0
-    while pos < len(data):
-        at = pos
-        value, pos = decode(data, pos)
-        if not isinstance(value, Described):
-            raise PeerProtocolError(f"control message: expected a section at offset {at}")
-        code = _section_code(value.descriptor, at)
-        if code in sections:
-            raise PeerProtocolError(
-                f"control message: repeated section 0x{code:02x} at offset {at}"
-            )
-        sections[code] = value.value
-    return sections
+    return split_sections(data, "control message")
 
 
 def _text(value: object) -> str | None:

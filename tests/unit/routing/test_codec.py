@@ -5,6 +5,19 @@ from __future__ import annotations
 import pytest
 from proton import Message, symbol, ulong
 
+from router.core.amqp.values import (
+    QD_C,
+    Described,
+    Int,
+    Long,
+    Symbol,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
+    decode,
+    encode,
+)
 from router.core.routing import (
     HELLO_ADDRESS,
     MA_ALL_ADDRESS,
@@ -23,19 +36,6 @@ from router.core.routing import (
     decode_control,
     decode_envelope,
     encode_control,
-)
-from router.core.routing.values import (
-    QD_C,
-    Described,
-    Int,
-    Long,
-    Symbol,
-    UByte,
-    UInt,
-    ULong,
-    UShort,
-    decode,
-    encode,
 )
 
 MESSAGES: list[ControlMessage] = [

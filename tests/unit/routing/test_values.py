@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.routing import PeerProtocolError
-from router.core.routing.values import (
+from router.core.amqp.values import (
     COMPACT,
     QD_C,
     QD_PYTHON,
@@ -27,6 +26,7 @@ from router.core.routing.values import (
     encode,
     type_name,
 )
+from router.core.routing import PeerProtocolError
 
 VALUES: list[object] = [
     None, True, False, UByte(200), Byte(-5), UShort(60000), Short(-30000), UInt(0), UInt(7),

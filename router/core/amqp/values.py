@@ -1,8 +1,8 @@
-"""A small generic AMQP 1.0 value codec (AMQP 1.0 part 1, section 1.6) for control messages.
+"""A small generic AMQP 1.0 value codec (AMQP 1.0 part 1, section 1.6) for the control plane.
 
 Owns ``encode``, with the three encoding styles qdrouterd's composers
 produce, and ``decode``. The value types live in
-:mod:`router.core.routing.amqp_types` and are re-exported here.
+:mod:`router.core.amqp.types` and are re-exported here.
 
 Must not: know anything about control messages or message sections (that is
 :mod:`router.core.routing.codec`); be used on the per-message data path (it
@@ -25,7 +25,8 @@ from typing import Any, Final
 
 import attrs
 
-from router.core.routing.amqp_types import (
+from router.core.amqp.errors import PeerProtocolError
+from router.core.amqp.types import (
     Array,
     Byte,
     Described,
@@ -41,7 +42,6 @@ from router.core.routing.amqp_types import (
     UShort,
     type_name,
 )
-from router.core.routing.errors import PeerProtocolError
 
 __all__ = [
     "COMPACT",
