@@ -7,6 +7,7 @@ in one ``ConfError``.  Must not import the router, proton or click.
 """
 
 from addressing import Direction, Distribution
+from conf.build import build_section, section_attributes
 from conf.connections import (
     AddressFamily,
     ConnectorSection,
@@ -72,9 +73,11 @@ __all__ = [
     "SslProfileSection",
     "StripAnnotations",
     "VhostSection",
+    "build_section",
     "camel_case",
     "load",
     "parse",
     "port_number",
     "render",
+    "section_attributes",
 ]

@@ -24,8 +24,8 @@ import attrs
 from addressing import AddressError, AddressSpec
 from autolink import AutoLinkError, AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection, Role
-from conf.diagnostics import DiagnosticSink, Position
-from conf.document import Node, RawAttribute, RawSection
+from conf.diagnostics import FILE_POSITION, DiagnosticSink, Position
+from conf.document import ArrayValue, Node, ObjectValue, RawAttribute, RawSection
 from conf.entities import ENTITY_TYPES, ENTITY_TYPES_BY_NAME, EntityType
 from conf.fields import Section, schema_fields
 from conf.logs import LogSection
@@ -50,7 +50,7 @@ from conf.sections import (
 from conf.types import ValueTypeError
 from linkroute import LinkRouteError, LinkRouteSpec
 
-__all__ = ["build_conf"]
+__all__ = ["build_conf", "build_section", "section_attributes"]
 
 log = logging.getLogger(__name__)
 
@@ -355,3 +355,47 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         bindings=_sections(typed["binding"], BindingSection),
         consoles=_sections(typed["console"], ConsoleSection),
     )
+
+
+def _node(value: object) -> Node:
+    pos = FILE_POSITION
+    if isinstance(value, dict):
+        members = tuple((Node(pos=pos, value=str(k)), _node(v)) for k, v in value.items())
+        return Node(pos=pos, value=ObjectValue(members=members))
+    if isinstance(value, list | tuple):
+        return Node(pos=pos, value=ArrayValue(items=tuple(_node(v) for v in value)))
+    if value is None or isinstance(value, str | int | float | bool):
+        return Node(pos=pos, value=value)
+    return Node(pos=pos, value=str(value))
+
+
+def build_section(conf_name: str, attributes: Mapping[str, object]) -> Section:
+    """Type and check one section given as a map of attribute values
+    (management CREATE), with the same rules as a file's sections.
+
+    Raises:
+        ConfError: every problem found; the diagnostics have no position.
+        KeyError: ``conf_name`` is not a section type.
+    """
+    entity = ENTITY_TYPES_BY_NAME[conf_name]
+    raw = RawSection(
+        name=conf_name,
+        pos=FILE_POSITION,
+        attributes=tuple(
+            RawAttribute(key=key, key_pos=FILE_POSITION, value=_node(value))
+            for key, value in attributes.items()
+        ),
+    )
+    sink = DiagnosticSink("")
+    item = _type_section(entity, raw, sink)
+    sink.raise_if_any()
+    assert item is not None
+    return item.section
+
+
+def section_attributes(section: Section) -> dict[str, object]:
+    """A section's attributes by conf name, as management shows them."""
+    return {
+        f.schema.conf_name: f.schema.type.plain(getattr(section, f.field.name))
+        for f in schema_fields(type(section))
+    }

@@ -67,6 +67,14 @@ class ValueType(abc.ABC):
         """The text of ``value`` in the conf syntax (before any quoting)."""
         return str(value)
 
+    def management_type(self) -> str | tuple[str, ...]:
+        """The type as qdrouterd's management schema names it (a tuple for an enum)."""
+        return "string"
+
+    def plain(self, value: object) -> object:
+        """``value`` as management shows it: strings, numbers, booleans, maps."""
+        return value
+
 
 class StringType(ValueType):
     """Any string; ``check`` may refuse some, returning the reason."""
@@ -87,6 +95,9 @@ class StringType(ValueType):
 
     def describe(self) -> str:
         return self._description
+
+    def management_type(self) -> str | tuple[str, ...]:
+        return "path" if self._description == "path" else "string"
 
 
 class IntegerType(ValueType):
@@ -110,6 +121,9 @@ class IntegerType(ValueType):
     def describe(self) -> str:
         return f"integer {self.minimum}..{self.maximum}"
 
+    def management_type(self) -> str | tuple[str, ...]:
+        return "integer"
+
 
 class BooleanType(ValueType):
     """``yes``/``true``/``on`` or ``no``/``false``/``off`` in any case, or a JSON boolean."""
@@ -129,6 +143,9 @@ class BooleanType(ValueType):
         raise ValueTypeError(f"expected a boolean (yes/true/on or no/false/off), got {shown}")
 
     def describe(self) -> str:
+        return "boolean"
+
+    def management_type(self) -> str | tuple[str, ...]:
         return "boolean"
 
     def format(self, value: object) -> str:
@@ -161,6 +178,12 @@ class EnumType(ValueType):
     def format(self, value: object) -> str:
         assert isinstance(value, self.enum_type)
         return str(value.value)
+
+    def management_type(self) -> str | tuple[str, ...]:
+        return tuple(str(m.value) for m in self.members)
+
+    def plain(self, value: object) -> object:
+        return value.value if isinstance(value, enum.Enum) else value
 
 
 def port_number(port: str) -> int:
@@ -234,3 +257,6 @@ class JsonMapType(ValueType):
 
     def format(self, value: object) -> str:
         return json.dumps(value)
+
+    def management_type(self) -> str | tuple[str, ...]:
+        return "map"

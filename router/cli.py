@@ -16,7 +16,6 @@ import string
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -24,8 +23,8 @@ import conf
 import router
 from addressing import AddressTable
 from router import logs
-from router.adapter import ConnectorSettings, Engine, ListenerSettings
-from router.core import Role, Router
+from router.adapter import Engine, connector_settings, listener_settings
+from router.core import Router
 
 log = logging.getLogger(__name__)
 
@@ -51,44 +50,6 @@ def _report(error: conf.ConfError) -> None:
         click.echo(str(diagnostic), err=True)
     n = len(error.diagnostics)
     click.echo(f"hopd: configuration rejected ({n} error{'s' if n != 1 else ''})", err=True)
-
-
-def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
-                         ) -> dict[str, Any]:
-    """What listeners and connectors configure alike; inter-router and edge
-    connections never strip annotations (reference 5.7)."""
-    strip = section.strip_annotations.value
-    role = Role(section.role.value)
-    if role in (Role.INTER_ROUTER, Role.EDGE):
-        strip = "no"
-    return {
-        "name": section.name,
-        "port": conf.port_number(section.port),
-        "role": role,
-        "cost": section.cost,
-        "sasl_mechanisms": section.sasl_mechanisms or "ANONYMOUS",
-        "idle_timeout_s": section.idle_timeout_seconds,
-        "max_frame_size": section.max_frame_size,
-        "max_sessions": section.max_sessions,
-        "max_session_frames": section.max_session_frames,
-        "link_capacity": section.link_capacity or 250,
-        "strip_in": strip in ("in", "both"),
-        "strip_out": strip in ("out", "both"),
-    }
-
-
-def _listener_settings(section: conf.ListenerSection) -> ListenerSettings:
-    return ListenerSettings(
-        host=section.host or "0.0.0.0",
-        authenticate_peer=section.authenticate_peer,
-        require_encryption=section.require_encryption,
-        initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
-        **_connection_settings(section),
-    )
-
-
-def _connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
-    return ConnectorSettings(host=section.host, **_connection_settings(section))
 
 
 def _configure_logging(cfg: conf.RouterConf) -> None:
@@ -123,8 +84,9 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
                   allow_resumable_link_route=r.allow_resumable_link_route)
     engine = Engine(router=core, router_id=router_id,
-                    listeners=[_listener_settings(s) for s in cfg.listeners],
-                    connectors=[_connector_settings(s) for s in cfg.connectors])
+                    listeners=[listener_settings(s) for s in cfg.listeners],
+                    connectors=[connector_settings(s) for s in cfg.connectors])
+    engine.enable_management(cfg.router)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              cfg.router.mode.value.capitalize(), router_id, source)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import deque
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -43,7 +44,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "ROUTER_MA": ("router.core.routing.mobile",),
     "MESSAGE": ("router.adapter.message",),
     "SERVER": ("router.adapter.server", "router.cli"),
-    "AGENT": ("router.adapter.agent",),
+    "AGENT": ("router.adapter.agent", "router.management"),
     "CONN_MGR": ("router.adapter.connectors",),
     "POLICY": ("router.core.policy",),
     "PROTOCOL": ("router.adapter.protocol",),
@@ -150,6 +151,46 @@ def _open(output: str) -> logging.Handler:
     return logging.FileHandler(output, mode="a", encoding="utf-8")
 
 
+class Recorder(logging.Handler):
+    """Keeps the last records for management's GET-LOG and counts records per
+    module and level for ``logStats`` (reference 11)."""
+
+    def __init__(self, size: int = 1000) -> None:
+        super().__init__(level=1)
+        self.records: deque[list[object]] = deque(maxlen=size)
+        self.counts: dict[str, dict[str, int]] = {m: dict.fromkeys(LEVELS, 0) for m in MODULES}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        module = getattr(record, "qd_module", None) or module_of(record.name)
+        level = _NAMES.get(record.levelno, "info")
+        counts = self.counts.get(module)
+        if counts is not None:
+            counts[level] += 1
+        self.records.append([module, level, record.getMessage(), record.filename,
+                             record.lineno, record.created])
+
+
+RECORDER = Recorder()
+_current: dict[str, LogSpec] = {}
+
+
+def current() -> dict[str, LogSpec]:
+    """The ``log`` settings in force, by module (modules never configured are absent)."""
+    return dict(_current)
+
+
+def update(spec: LogSpec) -> None:
+    """Change one module's settings at run time (management UPDATE of ``log``).
+
+    Raises:
+        ValueError: bad ``enable`` text; the settings in force are kept.
+        OSError: the output file cannot be opened; the settings are kept.
+    """
+    specs = dict(_current)
+    specs[spec.module] = spec
+    configure(specs.values())
+
+
 def configure(specs: Iterable[LogSpec]) -> None:
     """Install handlers for the given ``log`` sections (replacing earlier ones).
 
@@ -158,6 +199,9 @@ def configure(specs: Iterable[LogSpec]) -> None:
         OSError: an output file cannot be opened.
     """
     by_module = {s.module: s for s in specs}
+    for spec in by_module.values():
+        if spec.enable is not None:
+            parse_enable(spec.enable)
     default = by_module.get("DEFAULT", LogSpec(module="DEFAULT"))
     d_levels = parse_enable(default.enable) if default.enable is not None else parse_enable("info+")
     d = _Effective(
@@ -178,18 +222,25 @@ def configure(specs: Iterable[LogSpec]) -> None:
             source=s.include_source if s.include_source is not None else d.source,
             output=s.output or d.output,
         )
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-        handler.close()
     groups: dict[tuple[str, bool, bool], dict[str, frozenset[int]]] = {}
     for module, eff in effective.items():
         groups.setdefault((eff.output, eff.timestamp, eff.source), {})[module] = eff.levels
+    handlers: list[logging.Handler] = []
     for (output, timestamp, source), masks in groups.items():
         full = {m: masks.get(m, frozenset()) for m in MODULES}
         handler = _open(output)
         handler.setFormatter(QdFormatter(timestamp, source))
         handler.addFilter(_ModuleFilter(full))
+        handlers.append(handler)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        if handler is not RECORDER:
+            handler.close()
+    _current.clear()
+    _current.update(by_module)
+    root.addHandler(RECORDER)
+    for handler in handlers:
         root.addHandler(handler)
     lowest = min((min(e.levels) for e in effective.values() if e.levels), default=logging.CRITICAL)
     root.setLevel(lowest)

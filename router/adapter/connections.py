@@ -40,6 +40,8 @@ class Connector:
         self.sock: socket.socket | None = None  # while connecting
         self.conn: Conn | None = None  # while connected
         self.retry_at: float | None = 0.0
+        # The last status line (management ``connectionMsg``).
+        self.message: str | None = None
 
 
 Settings = ListenerSettings | ConnectorSettings

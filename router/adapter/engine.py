@@ -24,6 +24,7 @@ from typing import Any
 from proton import SASL, Transport
 from proton import Connection as PnConnection
 
+import conf
 import router
 from router.adapter.connections import (
     Conn,
@@ -35,6 +36,8 @@ from router.adapter.connections import (
 )
 from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
+from router.adapter.managed import build_agent
+from router.adapter.management import ManagementNode
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.adapter.settling import settle_with
@@ -105,6 +108,7 @@ class Engine(Lifecycle):
         self._wake_w.setblocking(False)
         self.epoll.register(self._wake_r.fileno(), select.EPOLLIN)
         self._next_tick = 0.0
+        self.management: ManagementNode | None = None
 
     # -- start and stop --------------------------------------------------------
 
@@ -123,6 +127,11 @@ class Engine(Lifecycle):
             self.epoll.register(sock.fileno(), select.EPOLLIN)
             bound.append(listener)
         return bound
+
+    def enable_management(self, section: conf.RouterSection) -> None:
+        """Serve the management agent at ``$management`` and ``_local/$management``."""
+        agent = build_agent(self, section, self.router_id)
+        self.management = ManagementNode(self.router, self.forwarder, agent, self.apply)
 
     def wakeup_fd(self) -> int:
         """A descriptor that wakes the loop when written (for signal.set_wakeup_fd)."""
@@ -286,9 +295,11 @@ class Engine(Lifecycle):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = self._start(sock, connector.settings, connector.address, connector)
         server_log.info("[C%d] Connected to %s", conn.core.conn_id, connector.address)
+        connector.message = f"[C{conn.core.conn_id}] Connected to {connector.address}"
 
     def _connect_failed(self, connector: Connector, why: str) -> None:
         server_log.info("Connection to %s failed: %s", connector.address, why)
+        connector.message = f"Connection to {connector.address} failed: {why}"
         connector.retry_at = self.clock() + connector.settings.retry_failed_s
 
     def start_connectors(self) -> None:
@@ -396,6 +407,9 @@ class Engine(Lifecycle):
         """
         while True:
             self._dispatch()
+            management = self.management
+            if management is not None and management.pending:
+                management.serve()
             self.forwarder.flush_credit()
             self._dispatch()
             if not self.dirty:

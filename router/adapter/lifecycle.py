@@ -91,6 +91,10 @@ class Lifecycle:
         self.attaching: dict[Any, AutoLink[Connection]] = {}
         # Sessions the router began for one link of its own.
         self.link_sessions: set[Any] = set()
+        # Router-wide counters of endpoint links that are gone (management).
+        self.retired = dict.fromkeys(
+            ("accepted", "rejected", "released", "modified", "presettled", "ingress", "egress",
+             "ingress_rc", "egress_rc"), 0)
 
     def apply(self, effects: list[Effect]) -> None:
         """Carry out the core's effects: links to attach here, the rest
@@ -252,6 +256,27 @@ class Lifecycle:
         else:
             self.forwarder.routed_gone(link)
         link.handle = None
+        self._retire(link)
+
+    def _retire(self, link: InLink | OutLink | RoutedEnd) -> None:
+        """Keep a departing endpoint link's counts in the router-wide totals."""
+        role = link.conn.role
+        if role is Role.INTER_ROUTER or isinstance(link, RoutedEnd):
+            return
+        totals = self.retired
+        container = role is Role.ROUTE_CONTAINER
+        if isinstance(link, InLink):
+            for name, count in zip(("accepted", "rejected", "released", "modified"),
+                                   link.outcomes, strict=True):
+                totals[name] += count
+            totals["presettled"] += link.presettled
+            totals["ingress"] += link.delivered
+            if container:
+                totals["ingress_rc"] += link.delivered
+        else:
+            totals["egress"] += link.delivered
+            if container:
+                totals["egress_rc"] += link.delivered
 
     def _session_lost(self, ssn: Any) -> None:
         self.link_sessions.discard(ssn)

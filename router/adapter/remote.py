@@ -112,6 +112,7 @@ class RemoteForwarding(Settling):
             self._no_destination(d, il)
             return
         self.redirected += 1
+        record.redirected += 1
         self._route_network(d, il, data, fallback, info, ann, FALLBACK_PHASE)
 
     def _route_network(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
@@ -171,6 +172,7 @@ class RemoteForwarding(Settling):
                 else data
             copies = [(ol, *self._local_copy(ol, data, info, ann)) for ol in consumers]
             copies += [(ol, annotated, False) for ol in hops.values()]
+            record.transit += len(hops)
             if d is None:
                 self.credit_dirty.add(il)
                 for ol, payload, keys in copies:
@@ -221,4 +223,5 @@ class RemoteForwarding(Settling):
         if ref is not None:
             ref.target = chosen
             chosen.outstanding += 1
+        record.transit += 1
         self.send(out, self._encoder.annotate(data, info, ann, to=to, phase=phase), ref)

@@ -3,8 +3,11 @@ CLI from the conf."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
+import conf
 from router.core import Role
 
 
@@ -28,6 +31,8 @@ class ListenerSettings:
     link_capacity: int = 250
     strip_in: bool = True
     strip_out: bool = True
+    #: The conf section these settings came from (shown by management).
+    section: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -52,3 +57,46 @@ class ConnectorSettings:
     retry_failed_s: float = 5.0
     retry_dropped_s: float = 2.0
     initial_handshake_timeout_s: int = 0
+    #: The conf section these settings came from (shown by management).
+    section: Any = None
+
+
+def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
+                         ) -> dict[str, Any]:
+    """What listeners and connectors configure alike; inter-router and edge
+    connections never strip annotations (reference 5.7)."""
+    strip = section.strip_annotations.value
+    role = Role(section.role.value)
+    if role in (Role.INTER_ROUTER, Role.EDGE):
+        strip = "no"
+    return {
+        "name": section.name,
+        "port": conf.port_number(section.port),
+        "role": role,
+        "cost": section.cost,
+        "sasl_mechanisms": section.sasl_mechanisms or "ANONYMOUS",
+        "idle_timeout_s": section.idle_timeout_seconds,
+        "max_frame_size": section.max_frame_size,
+        "max_sessions": section.max_sessions,
+        "max_session_frames": section.max_session_frames,
+        "link_capacity": section.link_capacity or 250,
+        "strip_in": strip in ("in", "both"),
+        "strip_out": strip in ("out", "both"),
+        "section": section,
+    }
+
+
+def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
+    """The adapter's settings for a ``listener`` section."""
+    return ListenerSettings(
+        host=section.host or "0.0.0.0",
+        authenticate_peer=section.authenticate_peer,
+        require_encryption=section.require_encryption,
+        initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
+        **_connection_settings(section),
+    )
+
+
+def connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
+    """The adapter's settings for a ``connector`` section."""
+    return ConnectorSettings(host=section.host, **_connection_settings(section))

@@ -91,7 +91,8 @@ class AddressRecord:
     """
 
     __slots__ = ("address", "closest_remotes", "consumers", "demand_senders", "distribution",
-                 "fallback", "key", "primary", "priority", "remotes", "senders")
+                 "fallback", "key", "primary", "priority", "redirected", "remotes",
+                 "retired_in", "retired_out", "senders", "to_container", "transit")
 
     def __init__(
         self, key: str, address: str, distribution: Distribution, priority: int | None = None
@@ -111,6 +112,14 @@ class AddressRecord:
         # Senders whose credit follows what the local consumers can take
         # (``InLink.demand``); kept by ``router.core.destinations``.
         self.demand_senders: list[InLink] = []
+        # Counters (reference 6.6) that links cannot keep: deliveries of links
+        # that have detached, sent to other routers, to in-process consumers,
+        # and redirected to the fallback.  Live links count their own.
+        self.retired_in = 0
+        self.retired_out = 0
+        self.transit = 0
+        self.to_container = 0
+        self.redirected = 0
 
     @property
     def has_destination(self) -> bool:

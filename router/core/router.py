@@ -323,6 +323,20 @@ class Router(AutoLinking):
         return OutgoingAccepted(link=link, address=address), self._add_consumer(record, link,
                                                                                 now)
 
+    def in_process_attached(self, conn: Connection, address: str, name: str) -> OutLink:
+        """Bind an in-process consumer of ``address`` (the management agent,
+        reference 5.8): a link with no handle, closest distribution, and never
+        advertised to other routers.  The adapter consumes what is queued on it.
+        """
+        key = classify(address, router_id=self.router_id)
+        assert key is not None
+        record = self._record(key.key, address, Distribution.CLOSEST, None)
+        link = OutLink(self._link_id(), conn, name=name, address=address, record=record)
+        conn.out_links[link.link_id] = link
+        record.consumers.append(link)
+        senders_changed(record)
+        return link
+
     # -- detach -----------------------------------------------------------
 
     def link_detached(self, link: InLink | OutLink, now: float = 0.0,
@@ -337,10 +351,12 @@ class Router(AutoLinking):
         if isinstance(link, OutLink):
             link.conn.out_links.pop(link.link_id, None)
             if record is not None:
+                record.retired_out += link.delivered
                 effects.extend(self._remove_consumer(record, link, now))
         else:
             link.conn.in_links.pop(link.link_id, None)
             if record is not None and link in record.senders:
+                record.retired_in += link.delivered
                 record.senders.remove(link)
                 demand_changed(record)
         if record is not None:

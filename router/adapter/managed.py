@@ -1,0 +1,297 @@
+"""Entity sources for what the adapter owns: connections, listeners, connectors,
+the router entity, log modules; and building the agent over every source.
+
+Owns reading the event loop's state as management rows (peer host, SASL
+outcome, connector status) when a request asks for it.  It must not decide
+what a request means (``router.management.Agent`` does).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import conf
+import router
+from router import logs
+from router.adapter.pn import lib, to_str
+from router.core import Role, Router
+from router.management import (
+    Agent,
+    Changed,
+    ConfigAddresses,
+    ConfigAutoLinks,
+    ConfigLinkRoutes,
+    EntitySource,
+    ManagementError,
+    ReadOnly,
+    RouterAddresses,
+    RouterLinks,
+    RouterNodes,
+    Row,
+)
+
+if TYPE_CHECKING:
+    from router.adapter.engine import Engine
+
+__all__ = ["build_agent"]
+
+
+class Connections(ReadOnly):
+    """``connection``: every open connection."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        now = self._engine.clock()
+        rows: list[Row] = []
+        for conn in self._engine.conns.values():
+            cptr = conn.cptr
+            transport = conn.transport
+            sasl = transport.sasl()
+            mech = sasl.mech if conn.opened else None
+            user = transport.user if conn.opened else None
+            container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
+            rows.append({
+                "identity": str(conn.core.conn_id),
+                "name": f"connection/{conn.peer}",
+                "adminStatus": "enabled",
+                "operStatus": "closing" if conn.closed else "up",
+                "protocol": "amqp",
+                "container": container,
+                "opened": conn.opened,
+                "host": conn.peer,
+                "dir": "out" if conn.connector is not None else "in",
+                "role": conn.core.role.value,
+                "isAuthenticated": bool(user) and mech not in (None, "ANONYMOUS"),
+                "isEncrypted": False,
+                "enableProtocolTrace": False,
+                "sasl": mech,
+                "user": user,
+                "ssl": False,
+                "tenant": None,
+                "uptimeSeconds": int(now - conn.started),
+                "lastDlvSeconds": None,
+                "properties": {},
+            })
+        return rows
+
+
+class Listeners(ReadOnly):
+    """``listener``: the listening sockets and their settings."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        rows = []
+        for listener in self._engine.listeners.values():
+            section = listener.settings.section
+            row: Row = conf.section_attributes(section) if section is not None else {}
+            identity = f"listener/{listener.host}:{listener.port}"
+            if listener.settings.name:
+                identity += f":{listener.settings.name}"
+            row.update(identity=identity, name=listener.settings.name or identity,
+                       host=listener.host, port=str(listener.port))
+            rows.append(row)
+        return rows
+
+
+class Connectors(ReadOnly):
+    """``connector``: the connectors and the state of their connection."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        rows = []
+        for connector in self._engine.connectors:
+            s = connector.settings
+            row: Row = conf.section_attributes(s.section) if s.section is not None else {}
+            identity = f"connector/{connector.address}"
+            if s.name:
+                identity += f":{s.name}"
+            if connector.conn is not None:
+                status = "SUCCESS"
+            elif connector.retry_at is not None and connector.retry_at > 0:
+                status = "CONNECTING"
+            else:
+                status = "INITIALIZING"
+            row.update(identity=identity, name=s.name or identity, connectionStatus=status,
+                       connectionMsg=connector.message)
+            rows.append(row)
+        return rows
+
+
+def _memory_bytes() -> int | None:
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+class RouterEntity(ReadOnly):
+    """``router``: the router's settings and router-wide counters."""
+
+    def __init__(self, engine: Engine, section: conf.RouterSection, router_id: str,
+                 started: float, counts: Callable[[], dict[str, int]]) -> None:
+        self._engine = engine
+        self._section = section
+        self._router_id = router_id
+        self._started = started
+        self._counts = counts
+
+    def rows(self) -> Iterable[Row]:
+        engine = self._engine
+        core = engine.router
+        row: Row = conf.section_attributes(self._section)
+        row.update(
+            identity=f"router/{self._router_id}",
+            name=f"router/{self._router_id}",
+            id=self._router_id,
+            version=router.__version__,
+            hostName=socket.gethostname(),
+            uptimeSeconds=int(time.monotonic() - self._started),
+            memoryUsage=_memory_bytes(),
+            workerThreads=1,
+        )
+        row.update(self._counts())
+        row["linkRouteCount"] = len(core.link_routing.table)
+        row["autoLinkCount"] = len(core.autolinks)
+        row["addrCount"] = len(core.records)
+        row["connectionCount"] = len(engine.conns)
+        row["nodeCount"] = 0 if core.network is None \
+            else len(core.network.protocol.node_table()) - 1
+        row["linksBlocked"] = row["blockedLinkCount"] = 0
+        return [row]
+
+
+def router_counts(engine: Engine) -> dict[str, int]:
+    """Router-wide delivery counters summed over the endpoint links now open
+    (producers' outcomes on incoming links), plus the forwarder's own."""
+    accepted = rejected = released = modified = presettled = ingress = egress = 0
+    ingress_rc = egress_rc = 0
+    for conn in engine.conns.values():
+        core = conn.core
+        if core.role is Role.INTER_ROUTER:
+            continue
+        for il in core.in_links.values():
+            accepted += il.outcomes[0]
+            rejected += il.outcomes[1]
+            released += il.outcomes[2]
+            modified += il.outcomes[3]
+            presettled += il.presettled
+            ingress += il.delivered
+            if core.role is Role.ROUTE_CONTAINER:
+                ingress_rc += il.delivered
+        for ol in core.out_links.values():
+            egress += ol.delivered
+            if core.role is Role.ROUTE_CONTAINER:
+                egress_rc += ol.delivered
+    totals = engine.retired
+    fwd = engine.forwarder
+    return {
+        "acceptedDeliveries": accepted + totals["accepted"],
+        "rejectedDeliveries": rejected + totals["rejected"],
+        "releasedDeliveries": released + totals["released"],
+        "modifiedDeliveries": modified + totals["modified"],
+        "presettledDeliveries": presettled + totals["presettled"],
+        "droppedPresettledDeliveries": fwd.dropped_presettled,
+        "deliveriesIngress": ingress + totals["ingress"],
+        "deliveriesEgress": egress + totals["egress"],
+        "deliveriesTransit": sum(r.transit for r in engine.router.records.values()),
+        "deliveriesIngressRouteContainer": ingress_rc + totals["ingress_rc"],
+        "deliveriesEgressRouteContainer": egress_rc + totals["egress_rc"],
+        "deliveriesRedirectedToFallback": fwd.redirected,
+        "deliveriesDelayed1Sec": 0,
+        "deliveriesDelayed10Sec": 0,
+        "deliveriesStuck": 0,
+    }
+
+
+class Logs(ReadOnly):
+    """``log``: one entity per module; UPDATE changes its settings at once."""
+
+    def rows(self) -> Iterable[Row]:
+        current = logs.current()
+        rows: list[Row] = []
+        for module in logs.MODULES:
+            spec = current.get(module)
+            rows.append({
+                "identity": f"log/{module}",
+                "name": f"log/{module}",
+                "module": module,
+                "enable": spec.enable if spec else ("info+" if module == "DEFAULT" else None),
+                "includeTimestamp": spec.include_timestamp if spec else None,
+                "includeSource": spec.include_source if spec else None,
+                "outputFile": spec.output if spec else None,
+            })
+        return rows
+
+    def update(self, row: Row, attributes: dict[str, object]) -> Changed:
+        module = str(row["module"])
+        spec = logs.current().get(module) or logs.LogSpec(module=module)
+        fields = {"enable": "enable", "includeTimestamp": "include_timestamp",
+                  "includeSource": "include_source", "outputFile": "output"}
+        changes: dict[str, object] = {}
+        for key, value in attributes.items():
+            if key in ("includeTimestamp", "includeSource") and not isinstance(value, bool):
+                raise ManagementError(400, f"{key} must be a boolean")
+            if key in ("enable", "outputFile") and not isinstance(value, str):
+                raise ManagementError(400, f"{key} must be a string")
+            changes[fields[key]] = value
+        try:
+            logs.update(logs.LogSpec(**{**_spec_fields(spec), **changes}))  # type: ignore[arg-type]
+        except ValueError as error:
+            raise ManagementError(400, str(error)) from None
+        except OSError as error:
+            raise ManagementError(400, f"Failed to open log file: {error}") from None
+        return Changed(row=next(r for r in self.rows() if r["module"] == module))
+
+
+def _spec_fields(spec: logs.LogSpec) -> dict[str, object]:
+    return {"module": spec.module, "enable": spec.enable,
+            "include_timestamp": spec.include_timestamp,
+            "include_source": spec.include_source, "output": spec.output}
+
+
+class LogStats(ReadOnly):
+    """``logStats``: records per level of each module."""
+
+    def rows(self) -> Iterable[Row]:
+        return [{"identity": f"logStats/{module}", "name": f"logStats/{module}",
+                 **{f"{level}Count": n for level, n in counts.items()}}
+                for module, counts in logs.RECORDER.counts.items()]
+
+
+def build_agent(engine: Engine, section: conf.RouterSection, router_id: str) -> Agent:
+    """The agent over every entity source of this router."""
+    core: Router = engine.router
+    sources: dict[str, EntitySource] = {
+        "router": RouterEntity(engine, section, router_id, time.monotonic(),
+                               lambda: router_counts(engine)),
+        "listener": Listeners(engine),
+        "connector": Connectors(engine),
+        "connection": Connections(engine),
+        "router.link": RouterLinks(lambda: [c.core for c in engine.conns.values()]),
+        "router.address": RouterAddresses(core),
+        "router.node": RouterNodes(core),
+        "router.config.address": ConfigAddresses(core),
+        "router.config.linkRoute": ConfigLinkRoutes(core),
+        "router.config.autoLink": ConfigAutoLinks(core),
+        "log": Logs(),
+        "logStats": LogStats(),
+    }
+    def mgmt_nodes() -> list[str]:
+        if core.network is None:
+            return []
+        return [f"amqp:/_topo/0/{node.id}/$management"
+                for node in core.network.protocol.node_table()]
+
+    return Agent(sources, mgmt_nodes=mgmt_nodes,
+                 log_records=lambda: list(logs.RECORDER.records))

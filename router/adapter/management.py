@@ -1,0 +1,126 @@
+"""The management node in the router: requests in from the data path, responses out.
+
+Owns the in-process consumers of ``$management`` and ``_local/$management``
+(which ``_topo/0/<this router>/$management`` also reaches), handing each
+request to the agent (``router.management.Agent``) after the wake-up that
+delivered it, accepting and settling it, and routing the response to its
+``reply-to`` like any message the router sends itself.  It decides nothing
+about what a request means.
+
+An in-process consumer is an ``OutLink`` with no proton link: it never has
+credit, so the forwarder always queues for it, and its queue hands each
+copy here instead of holding it.  The per-message path is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from router.adapter.forwarder import Forwarder
+from router.core import (
+    Connection,
+    ConnectionId,
+    Effect,
+    Fanout,
+    InLink,
+    LinkId,
+    OutLink,
+    Router,
+    Transfer,
+)
+from router.core.amqp import PeerProtocolError
+from router.core.settlement import ACCEPTED, REJECTED
+from router.management import Agent, decode_request, encode_response
+
+log = logging.getLogger("router.management")
+
+MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
+
+Queued = tuple[bytes, Transfer | Fanout | None]
+
+
+class _Inbox(deque[Queued]):
+    """The queue of an in-process consumer: what is appended is taken at once."""
+
+    def __init__(self, take: Callable[[bytes, Transfer | Fanout | None], None]) -> None:
+        super().__init__()
+        self._take = take
+
+    def append(self, item: Queued) -> None:
+        self._take(*item)
+
+
+class ManagementNode:
+    """The agent's place on the data path.
+
+    Args:
+        router: the routing core the in-process consumers are bound in.
+        forwarder: settles requests and routes responses.
+        agent: answers the requests.
+        apply: carries out the effects a request has (auto-links to attach...).
+    """
+
+    def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
+                 apply: Callable[[list[Effect]], None]) -> None:
+        self.router = router
+        self.forwarder = forwarder
+        self.agent = agent
+        self.apply = apply
+        self.pending: list[Queued] = []
+        self.dropped = 0
+        self.conn = Connection(ConnectionId(0), strip_in=False, strip_out=False,
+                               container_id=router.router_id, name="$management")
+        self.consumers: list[OutLink] = []
+        for address in MANAGEMENT_ADDRESSES:
+            link = router.in_process_attached(self.conn, address, name=address)
+            link.queue = _Inbox(self._queued)
+            self.consumers.append(link)
+        # Responses enter routing as if a client had sent them, pre-settled.
+        self.sender = InLink(LinkId(0), self.conn, name="$management-reply", address=None,
+                             record=None)
+
+    def _queued(self, data: bytes, ref: Transfer | Fanout | None) -> None:
+        self.pending.append((data, ref))
+
+    def serve(self) -> None:
+        """Answer every request delivered since the last call."""
+        pending, self.pending = self.pending, []
+        for data, ref in pending:
+            self._serve_one(data, ref)
+
+    def _serve_one(self, data: bytes, ref: Transfer | Fanout | None) -> None:
+        for link in self.consumers:
+            link.delivered += 1
+        try:
+            request = decode_request(data)
+        except PeerProtocolError as exc:
+            log.warning("management request dropped: %s", exc)
+            self._settle(ref, REJECTED)
+            return
+        self._settle(ref, ACCEPTED)
+        if request.reply_to is None:
+            self.dropped += 1  # qdrouterd drops requests without reply-to too
+            log.info("management request without reply-to dropped")
+            return
+        response = self.agent.handle(request)
+        if response.effects:
+            self.apply(list(response.effects))
+        reply = encode_response(response, to=request.reply_to,
+                                correlation_id=request.correlation_id)
+        self.forwarder.route(None, self.sender, reply)
+
+    def _settle(self, ref: Transfer | Fanout | None, state: int) -> None:
+        if ref is None:
+            return
+        fwd = self.forwarder
+        if isinstance(ref, Fanout):
+            fwd._copy_done(ref, None, state)
+            return
+        d: Any = ref.in_delivery
+        if d is None:
+            return
+        ref.in_link.unsettled.pop(d, None)
+        fwd._finish(d, ref.in_link, state)

@@ -1,0 +1,142 @@
+"""The management agent through real AMQP requests to a running hopd (reference 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from proton import Delivery
+
+from tests.system.clients import connect, send_async, wait_settled
+from tests.system.harness import Hop
+from tests.system.mgmt import PREFIX, Management
+
+
+@pytest.fixture
+def mgmt(hop: Hop) -> Iterator[Management]:
+    client = Management(hop.url)
+    yield client
+    client.close()
+
+
+def test_node_operations_describe_the_schema(mgmt: Management) -> None:
+    status, _, types = mgmt.request(operation="GET-TYPES", type="org.amqp.management",
+                                    name="self")
+    assert status == 200
+    assert types[PREFIX + "router.link"] == [PREFIX + "operationalEntity", PREFIX + "entity"]
+    _, _, operations = mgmt.request(operation="GET-OPERATIONS", name="self",
+                                    entityType=PREFIX + "router.link")
+    assert operations == {PREFIX + "router.link": ["UPDATE", "READ"]}
+    _, _, attributes = mgmt.request(operation="GET-ATTRIBUTES", name="self",
+                                    entityType=PREFIX + "log")
+    assert attributes[PREFIX + "log"][:4] == ["name", "identity", "type", "module"]
+    _, _, schema = mgmt.request(operation="GET-SCHEMA", name="self")
+    listener = schema["entityTypes"][PREFIX + "listener"]
+    assert listener["attributes"]["port"]["default"] == "amqp"
+    assert mgmt.request(operation="GET-MGMT-NODES", name="self")[2] == []
+
+
+def test_query_lists_the_agents_own_addresses_and_the_connection(mgmt: Management) -> None:
+    addresses = mgmt.query("router.address", "name", "distribution", "inProcess")
+    assert {"name": "M0$management", "distribution": "closest", "inProcess": 1} in addresses
+    assert {"name": "L$management", "distribution": "closest", "inProcess": 1} in addresses
+    connections = mgmt.query("connection", "identity", "dir", "role", "opened")
+    assert connections == [{"identity": "1", "dir": "in", "role": "normal", "opened": True}]
+
+
+def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> None:
+    conn = connect(hop.url)
+    receiver = conn.create_receiver("counted", credit=200)
+    sender = conn.create_sender("counted")
+    conn.wait(lambda: sender.link.credit > 0, timeout=10)
+    deliveries = [send_async(sender, i) for i in range(15)]
+    outcomes = [receiver.receive(timeout=10) for _ in range(15)]
+    assert len(outcomes) == 15
+    for n in range(15):
+        if n < 10:
+            receiver.accept()
+        elif n < 13:
+            receiver.reject()
+        else:
+            receiver.release(delivered=False)
+    states = [wait_settled(conn, d) for d in deliveries]
+    assert states == [Delivery.ACCEPTED] * 10 + [Delivery.REJECTED] * 3 + [Delivery.RELEASED] * 2
+    links = {(row["linkDir"], row["owningAddr"]): row for row in mgmt.query(
+        "router.link", "linkDir", "owningAddr", "deliveryCount", "acceptedCount",
+        "rejectedCount", "releasedCount")}
+    assert links[("in", "M0counted")]["deliveryCount"] == 15
+    assert links[("out", "M0counted")]["acceptedCount"] == 10
+    assert links[("out", "M0counted")]["rejectedCount"] == 3
+    assert links[("out", "M0counted")]["releasedCount"] == 2
+    [address] = [a for a in mgmt.query("router.address", "name", "deliveriesIngress",
+                                       "deliveriesEgress", "subscriberCount")
+                 if a["name"] == "M0counted"]
+    assert address == {"name": "M0counted", "deliveriesIngress": 15, "deliveriesEgress": 15,
+                       "subscriberCount": 1}
+    conn.close()
+    [router] = mgmt.query("router", "acceptedDeliveries", "rejectedDeliveries",
+                          "releasedDeliveries", "deliveriesIngress")
+    # The management requests themselves are accepted deliveries too.
+    assert router["rejectedDeliveries"] == 3 and router["releasedDeliveries"] == 2
+    assert router["acceptedDeliveries"] >= 10
+
+
+def test_created_address_changes_the_distribution_of_new_links(hop: Hop,
+                                                                mgmt: Management) -> None:
+    status, _, created = mgmt.request({"prefix": "fan", "distribution": "multicast"},
+                                      operation="CREATE", type=PREFIX + "router.config.address",
+                                      name="fan-out")
+    assert status == 201 and created["distribution"] == "multicast"
+    conn = connect(hop.url)
+    receivers = [conn.create_receiver("fan/1", name=f"fan-{i}", credit=10) for i in range(2)]
+    sender = conn.create_sender("fan/1")
+    conn.wait(lambda: sender.link.credit > 0, timeout=10)
+    send_async(sender, "both")
+    assert [r.receive(timeout=10).body for r in receivers] == ["both", "both"]
+    status, _, body = mgmt.request(operation="DELETE", type=PREFIX + "router.config.address",
+                                   name="fan-out")
+    assert (status, body) == (204, {})
+    assert mgmt.request(operation="READ", type=PREFIX + "router.config.address",
+                        name="fan-out")[:2] == (404, "No entity with name=fan-out")
+    conn.close()
+
+
+def test_log_level_update_takes_effect(hop: Hop, mgmt: Management) -> None:
+    status, _, row = mgmt.request({"enable": "trace+"}, operation="UPDATE",
+                                  type=PREFIX + "log", name="log/ROUTER_CORE")
+    assert status == 200 and row["enable"] == "trace+"
+    conn = connect(hop.url)
+    conn.create_receiver("traced", credit=1)
+    conn.close()
+    hop.wait_log(r"ROUTER_CORE \(debug\) address record AddressRecord\('M0traced'")
+
+
+@pytest.mark.parametrize(("properties", "body", "status", "description"), [
+    ({}, None, 400, "No 'operation' property in the request"),
+    ({"operation": "READ", "type": PREFIX + "nothing", "name": "x"}, None, 404,
+     "Unknown entity type 'org.apache.qpid.dispatch.nothing'"),
+    ({"operation": "READ", "type": PREFIX + "listener"}, None, 400,
+     "No name or identity provided"),
+    ({"operation": "CREATE", "type": PREFIX + "router.config.address", "name": "b"}, [1], 400,
+     "Body of a CREATE request must be a map, got a list"),
+    ({"operation": "CREATE", "type": PREFIX + "router.config.address", "name": "b"},
+     {"prefix": "a", "colour": "red"}, 400,
+     "Unknown attribute 'colour' for type 'org.apache.qpid.dispatch.router.config.address'"),
+    ({"operation": "CREATE", "type": PREFIX + "router.config.address", "name": "b"},
+     {"prefix": "a", "distribution": "sideways"}, 400,
+     "invalid value for 'distribution' in section 'address': expected one of 'multicast', "
+     "'closest', 'balanced', 'unavailable' (or an index 0..3), got 'sideways'"),
+    ({"operation": "CREATE", "type": PREFIX + "connection"}, {}, 501,
+     "Operation 'CREATE' not implemented for 'org.apache.qpid.dispatch.connection'"),
+    ({"operation": "UPDATE", "type": PREFIX + "log", "name": "log/DEFAULT"},
+     {"module": "SERVER"}, 400, "Cannot update attribute 'module' in UPDATE"),
+    ({"operation": "QUERY", "name": "self", "entityType": PREFIX + "listener"},
+     {"attributeNames": ["port", "colour"]}, 404,
+     "Unknown attributes ['colour'] for type org.apache.qpid.dispatch.listener."),
+])
+def test_bad_requests_get_an_error_status(mgmt: Management, properties: dict[str, object],
+                                          body: object, status: int,
+                                          description: str) -> None:
+    assert mgmt.request(body, **properties)[:2] == (status, description)
+    # The router keeps serving.
+    assert mgmt.request(operation="GET-MGMT-NODES", name="self")[0] == 200
