@@ -196,6 +196,6 @@ def test_log_section_writes_module_lines_to_a_file(start_router: object, tmp_pat
 
         time.sleep(0.05)
     assert re.search(r"^ROUTER_CORE \(info\) \[C1\] Connection Opened: ", text, re.M), text
-    assert re.search(r"^ROUTER_CORE \(info\) \[C1\]\[L1\] Link attached: dir=out "
+    assert re.search(r"^ROUTER_CORE \(info\) \[C1\]\[L\d+\] Link attached: dir=out "
                      r"source=\{logged\.q\}", text, re.M), text
     assert "SERVER (notice) Listening" not in text, "only ROUTER_CORE goes to this file"
