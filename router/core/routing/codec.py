@@ -80,11 +80,6 @@ __all__ = ["ControlEnvelope", "decode_control", "decode_envelope", "encode_contr
 INGRESS_KEY: Final = "x-opt-qd.ingress"
 TRACE_KEY: Final = "x-opt-qd.trace"
 
-_HEADER, _MESSAGE_ANN, _PROPERTIES, _APP_PROPS = (
-    HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
-_DATA, _SEQUENCE, _VALUE = DATA, SEQUENCE, VALUE
-
-
 @attrs.frozen(kw_only=True)
 class ControlEnvelope:
     """A decoded control message with the parts of its envelope routers use.
@@ -103,10 +98,6 @@ class ControlEnvelope:
 
 
 # --- encoding -----------------------------------------------------------------
-
-
-def _section(code: int, value: object, style: EncodingStyle) -> bytes:
-    return encode_section(code, value, style)
 
 
 def _python_body(
@@ -188,11 +179,11 @@ def encode_control(msg: ControlMessage, *, to: str, ingress: str, trace: list[st
         assert_never(msg)
     return b"".join(
         (
-            _section(_HEADER, [False], style),
-            _section(_MESSAGE_ANN, annotations, QD_C),
-            _section(_PROPERTIES, properties, style),
-            _section(_APP_PROPS, app_properties, style),
-            _section(_VALUE, body, style),
+            encode_section(HEADER, [False], style),
+            encode_section(MESSAGE_ANNOTATIONS, annotations, QD_C),
+            encode_section(PROPERTIES, properties, style),
+            encode_section(APPLICATION_PROPERTIES, app_properties, style),
+            encode_section(VALUE, body, style),
         )
     )
 
@@ -200,16 +191,12 @@ def encode_control(msg: ControlMessage, *, to: str, ingress: str, trace: list[st
 # --- decoding -----------------------------------------------------------------
 
 
-def _split_sections(data: bytes) -> dict[int, object]:
-    return split_sections(data, "control message")
-
-
 def _text(value: object) -> str | None:
     return str(value) if isinstance(value, str) else None
 
 
 def _opcode(sections: Mapping[int, object]) -> Opcode:
-    props = sections.get(_APP_PROPS)
+    props = sections.get(APPLICATION_PROPERTIES)
     if not isinstance(props, dict):
         what = "missing" if props is None else f"a {type_name(props)}, not a map"
         raise PeerProtocolError(f"control message: application-properties {what}")
@@ -363,7 +350,7 @@ def _message(opcode: Opcode, f: _Fields, rid: str) -> ControlMessage:
 
 
 def _annotations(sections: Mapping[int, object]) -> tuple[str | None, tuple[str, ...]]:
-    annotations = sections.get(_MESSAGE_ANN)
+    annotations = sections.get(MESSAGE_ANNOTATIONS)
     if annotations is None:
         return None, ()
     if not isinstance(annotations, dict):
@@ -380,7 +367,7 @@ def _annotations(sections: Mapping[int, object]) -> tuple[str | None, tuple[str,
 
 
 def _to(sections: Mapping[int, object]) -> str | None:
-    properties = sections.get(_PROPERTIES)
+    properties = sections.get(PROPERTIES)
     if properties is None:
         return None
     if not isinstance(properties, list):
@@ -407,14 +394,14 @@ def decode_envelope(data: bytes) -> ControlEnvelope:
             wrong type (e.g. ``LSU from router 'R3': field 'ls_seq' must be
             int, got str``).
     """
-    sections = _split_sections(bytes(data))
+    sections = split_sections(bytes(data), "control message")
     opcode = _opcode(sections)
-    if _VALUE not in sections:
-        kind = "data" if _DATA in sections else "amqp-sequence" if _SEQUENCE in sections else None
+    if VALUE not in sections:
+        kind = "data" if DATA in sections else "amqp-sequence" if SEQUENCE in sections else None
         raise PeerProtocolError(
             f"{opcode.value}: body must be an amqp-value" + (f", got {kind}" if kind else "")
         )
-    body = sections[_VALUE]
+    body = sections[VALUE]
     if not isinstance(body, dict):
         raise PeerProtocolError(f"{opcode.value}: body must be a map, got {type_name(body)}")
     fields = _Fields(opcode, body)
