@@ -36,6 +36,7 @@ from router.adapter.forwarder import Forwarder
 from router.adapter.pn import lib, to_str
 from router.core import (
     PRIORITIES,
+    TALLY_KEYS,
     AnswerAttach,
     AttachAutoLink,
     Connection,
@@ -48,6 +49,7 @@ from router.core import (
     RoutedEnd,
     Router,
     describe_counters,
+    tally,
 )
 
 log = logging.getLogger("router.adapter.engine")
@@ -92,9 +94,7 @@ class Lifecycle:
         # Sessions the router began for one link of its own.
         self.link_sessions: set[Any] = set()
         # Router-wide counters of endpoint links that are gone (management).
-        self.retired = dict.fromkeys(
-            ("accepted", "rejected", "released", "modified", "presettled", "ingress", "egress",
-             "ingress_rc", "egress_rc"), 0)
+        self.retired = dict.fromkeys(TALLY_KEYS, 0)
 
     def apply(self, effects: list[Effect]) -> None:
         """Carry out the core's effects: links to attach here, the rest
@@ -260,23 +260,8 @@ class Lifecycle:
 
     def _retire(self, link: InLink | OutLink | RoutedEnd) -> None:
         """Keep a departing endpoint link's counts in the router-wide totals."""
-        role = link.conn.role
-        if role is Role.INTER_ROUTER or isinstance(link, RoutedEnd):
-            return
-        totals = self.retired
-        container = role is Role.ROUTE_CONTAINER
-        if isinstance(link, InLink):
-            for name, count in zip(("accepted", "rejected", "released", "modified"),
-                                   link.outcomes, strict=True):
-                totals[name] += count
-            totals["presettled"] += link.presettled
-            totals["ingress"] += link.delivered
-            if container:
-                totals["ingress_rc"] += link.delivered
-        else:
-            totals["egress"] += link.delivered
-            if container:
-                totals["egress_rc"] += link.delivered
+        if link.conn.role is not Role.INTER_ROUTER and not isinstance(link, RoutedEnd):
+            tally(self.retired, link)
 
     def _session_lost(self, ssn: Any) -> None:
         self.link_sessions.discard(ssn)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import conf
 import router
 from router import logs
 from router.adapter.pn import lib, to_str
-from router.core import Role, Router
+from router.core import Role, Router, tally
 from router.management import (
     Agent,
     Changed,
@@ -138,13 +138,11 @@ def _memory_bytes() -> int | None:
 class RouterEntity(ReadOnly):
     """``router``: the router's settings and router-wide counters."""
 
-    def __init__(self, engine: Engine, section: conf.RouterSection, router_id: str,
-                 started: float, counts: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, engine: Engine, section: conf.RouterSection, router_id: str) -> None:
         self._engine = engine
         self._section = section
         self._router_id = router_id
-        self._started = started
-        self._counts = counts
+        self._started = time.monotonic()
 
     def rows(self) -> Iterable[Row]:
         engine = self._engine
@@ -160,7 +158,7 @@ class RouterEntity(ReadOnly):
             memoryUsage=_memory_bytes(),
             workerThreads=1,
         )
-        row.update(self._counts())
+        row.update(router_counts(engine))
         row["linkRouteCount"] = len(core.link_routing.table)
         row["autoLinkCount"] = len(core.autolinks)
         row["addrCount"] = len(core.records)
@@ -172,41 +170,30 @@ class RouterEntity(ReadOnly):
 
 
 def router_counts(engine: Engine) -> dict[str, int]:
-    """Router-wide delivery counters summed over the endpoint links now open
-    (producers' outcomes on incoming links), plus the forwarder's own."""
-    accepted = rejected = released = modified = presettled = ingress = egress = 0
-    ingress_rc = egress_rc = 0
+    """Router-wide delivery counters: the endpoint links now open (producers'
+    outcomes on incoming links) plus those gone, and the forwarder's own."""
+    totals = dict(engine.retired)
     for conn in engine.conns.values():
         core = conn.core
         if core.role is Role.INTER_ROUTER:
             continue
         for il in core.in_links.values():
-            accepted += il.outcomes[0]
-            rejected += il.outcomes[1]
-            released += il.outcomes[2]
-            modified += il.outcomes[3]
-            presettled += il.presettled
-            ingress += il.delivered
-            if core.role is Role.ROUTE_CONTAINER:
-                ingress_rc += il.delivered
+            tally(totals, il)
         for ol in core.out_links.values():
-            egress += ol.delivered
-            if core.role is Role.ROUTE_CONTAINER:
-                egress_rc += ol.delivered
-    totals = engine.retired
+            tally(totals, ol)
     fwd = engine.forwarder
     return {
-        "acceptedDeliveries": accepted + totals["accepted"],
-        "rejectedDeliveries": rejected + totals["rejected"],
-        "releasedDeliveries": released + totals["released"],
-        "modifiedDeliveries": modified + totals["modified"],
-        "presettledDeliveries": presettled + totals["presettled"],
+        "acceptedDeliveries": totals["accepted"],
+        "rejectedDeliveries": totals["rejected"],
+        "releasedDeliveries": totals["released"],
+        "modifiedDeliveries": totals["modified"],
+        "presettledDeliveries": totals["presettled"],
         "droppedPresettledDeliveries": fwd.dropped_presettled,
-        "deliveriesIngress": ingress + totals["ingress"],
-        "deliveriesEgress": egress + totals["egress"],
+        "deliveriesIngress": totals["ingress"],
+        "deliveriesEgress": totals["egress"],
         "deliveriesTransit": sum(r.transit for r in engine.router.records.values()),
-        "deliveriesIngressRouteContainer": ingress_rc + totals["ingress_rc"],
-        "deliveriesEgressRouteContainer": egress_rc + totals["egress_rc"],
+        "deliveriesIngressRouteContainer": totals["ingress_rc"],
+        "deliveriesEgressRouteContainer": totals["egress_rc"],
         "deliveriesRedirectedToFallback": fwd.redirected,
         "deliveriesDelayed1Sec": 0,
         "deliveriesDelayed10Sec": 0,
@@ -273,8 +260,7 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str) -> 
     """The agent over every entity source of this router."""
     core: Router = engine.router
     sources: dict[str, EntitySource] = {
-        "router": RouterEntity(engine, section, router_id, time.monotonic(),
-                               lambda: router_counts(engine)),
+        "router": RouterEntity(engine, section, router_id),
         "listener": Listeners(engine),
         "connector": Connectors(engine),
         "connection": Connections(engine),

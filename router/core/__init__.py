@@ -34,6 +34,7 @@ from router.core.message import (
 from router.core.records import (
     OUTCOME_INDEX,
     PRIORITIES,
+    TALLY_KEYS,
     AddressRecord,
     Connection,
     Fanout,
@@ -46,6 +47,7 @@ from router.core.records import (
     Transfer,
     count_outcome,
     describe_counters,
+    tally,
 )
 from router.core.router import (
     FALLBACK_PHASE,
@@ -60,6 +62,7 @@ __all__ = [
     "FALLBACK_PHASE",
     "OUTCOME_INDEX",
     "PRIORITIES",
+    "TALLY_KEYS",
     "UNAVAILABLE",
     "AddressRecord",
     "AnnotationEncoder",
@@ -103,5 +106,6 @@ __all__ = [
     "outcome_for_lost_copy",
     "scan",
     "strip_router_annotations",
+    "tally",
     "waypoint_ordinal",
 ]

@@ -470,6 +470,32 @@ def count_outcome(link: InLink | OutLink | RoutedEnd, state: int) -> None:
         link.outcomes[index] += 1
 
 
+#: The router-wide delivery totals ``tally`` adds to (management's ``router`` entity).
+TALLY_KEYS = ("accepted", "rejected", "released", "modified", "presettled", "ingress",
+              "egress", "ingress_rc", "egress_rc")
+
+
+def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
+    """Add an endpoint link's counters to router-wide ``totals`` (keys ``TALLY_KEYS``):
+    the outcomes the router gave producers, deliveries in and out, and those on
+    route-container connections."""
+    container = link.conn.role is Role.ROUTE_CONTAINER
+    if isinstance(link, InLink):
+        acc, rej, rel, mod = link.outcomes
+        totals["accepted"] += acc
+        totals["rejected"] += rej
+        totals["released"] += rel
+        totals["modified"] += mod
+        totals["presettled"] += link.presettled
+        totals["ingress"] += link.delivered
+        if container:
+            totals["ingress_rc"] += link.delivered
+    else:
+        totals["egress"] += link.delivered
+        if container:
+            totals["egress_rc"] += link.delivered
+
+
 def describe_counters(link: InLink | OutLink | RoutedEnd) -> str:
     """The counters as qdrouterd's link-close log line shows them."""
     acc, rej, rel, mod = link.outcomes
