@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from router.adapter.forwarder import Forwarder
 from router.core import (
@@ -98,9 +97,9 @@ class ManagementNode:
             request = decode_request(data)
         except PeerProtocolError as exc:
             log.warning("management request dropped: %s", exc)
-            self._settle(ref, REJECTED)
+            self.forwarder.consumed(ref, REJECTED)
             return
-        self._settle(ref, ACCEPTED)
+        self.forwarder.consumed(ref, ACCEPTED)
         if request.reply_to is None:
             self.dropped += 1  # qdrouterd drops requests without reply-to too
             log.info("management request without reply-to dropped")
@@ -111,16 +110,3 @@ class ManagementNode:
         reply = encode_response(response, to=request.reply_to,
                                 correlation_id=request.correlation_id)
         self.forwarder.route(None, self.sender, reply)
-
-    def _settle(self, ref: Transfer | Fanout | None, state: int) -> None:
-        if ref is None:
-            return
-        fwd = self.forwarder
-        if isinstance(ref, Fanout):
-            fwd._copy_done(ref, None, state)
-            return
-        d: Any = ref.in_delivery
-        if d is None:
-            return
-        ref.in_link.unsettled.pop(d, None)
-        fwd._finish(d, ref.in_link, state)

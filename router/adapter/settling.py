@@ -118,6 +118,19 @@ class Settling:
         settle_with(d, state, condition, description)
         self.dirty.add(il.conn.handle)
 
+    def consumed(self, ref: Transfer | Fanout | None, state: int) -> None:
+        """An in-process consumer (the management agent) took its copy with
+        ``state``; there is no outgoing delivery to settle."""
+        if ref is None:
+            return
+        if isinstance(ref, Fanout):
+            self._copy_done(ref, None, state)
+            return
+        d = ref.in_delivery
+        if d is not None:
+            ref.in_link.unsettled.pop(d, None)
+            self._finish(d, ref.in_link, state)
+
     def outgoing(self, od: Any, ol: OutLink) -> None:
         """A PN_DELIVERY event on a router-outgoing link: the consumer's disposition."""
         ref = ol.unsettled.get(od)
