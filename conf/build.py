@@ -25,7 +25,7 @@ from addressing import AddressError, AddressSpec
 from autolink import AutoLinkError, AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection, Role
 from conf.diagnostics import FILE_POSITION, DiagnosticSink, Position
-from conf.document import ArrayValue, Node, ObjectValue, RawAttribute, RawSection
+from conf.document import Node, RawAttribute, RawSection, from_plain
 from conf.entities import ENTITY_TYPES, ENTITY_TYPES_BY_NAME, EntityType
 from conf.fields import Section, schema_fields
 from conf.logs import LogSection
@@ -357,18 +357,6 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
     )
 
 
-def _node(value: object) -> Node:
-    pos = FILE_POSITION
-    if isinstance(value, dict):
-        members = tuple((Node(pos=pos, value=str(k)), _node(v)) for k, v in value.items())
-        return Node(pos=pos, value=ObjectValue(members=members))
-    if isinstance(value, list | tuple):
-        return Node(pos=pos, value=ArrayValue(items=tuple(_node(v) for v in value)))
-    if value is None or isinstance(value, str | int | float | bool):
-        return Node(pos=pos, value=value)
-    return Node(pos=pos, value=str(value))
-
-
 def build_section(conf_name: str, attributes: Mapping[str, object]) -> Section:
     """Type and check one section given as a map of attribute values
     (management CREATE), with the same rules as a file's sections.
@@ -382,7 +370,7 @@ def build_section(conf_name: str, attributes: Mapping[str, object]) -> Section:
         name=conf_name,
         pos=FILE_POSITION,
         attributes=tuple(
-            RawAttribute(key=key, key_pos=FILE_POSITION, value=_node(value))
+            RawAttribute(key=key, key_pos=FILE_POSITION, value=from_plain(value, FILE_POSITION))
             for key, value in attributes.items()
         ),
     )

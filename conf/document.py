@@ -95,6 +95,20 @@ def to_plain(node: Node) -> JsonValue:
     return value
 
 
+def from_plain(value: object, pos: Position) -> Node:
+    """The node of a plain Python value (the inverse of ``to_plain``); every part
+    is at ``pos``, and values of other types become their text."""
+    if isinstance(value, dict):
+        members = tuple((Node(pos=pos, value=str(k)), from_plain(v, pos))
+                        for k, v in value.items())
+        return Node(pos=pos, value=ObjectValue(members=members))
+    if isinstance(value, list | tuple):
+        return Node(pos=pos, value=ArrayValue(items=tuple(from_plain(v, pos) for v in value)))
+    if value is None or isinstance(value, str | int | float | bool):
+        return Node(pos=pos, value=value)
+    return Node(pos=pos, value=str(value))
+
+
 def describe_kind(node: Node) -> str:
     """A short noun for the JSON kind of ``node``, for messages ("a map", "a number")."""
     value = node.value
