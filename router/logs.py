@@ -199,9 +199,6 @@ def configure(specs: Iterable[LogSpec]) -> None:
         OSError: an output file cannot be opened.
     """
     by_module = {s.module: s for s in specs}
-    for spec in by_module.values():
-        if spec.enable is not None:
-            parse_enable(spec.enable)
     default = by_module.get("DEFAULT", LogSpec(module="DEFAULT"))
     d_levels = parse_enable(default.enable) if default.enable is not None else parse_enable("info+")
     d = _Effective(

@@ -453,9 +453,8 @@ class Agent:
 
     @staticmethod
     def _default_names(selected: EntityType | None, types: list[EntityType]) -> list[str]:
-        if selected is not None:
-            return SCHEMA.attribute_names(selected) if not types or selected in types \
-                else _union(SCHEMA.attribute_names(t) for t in types)
+        if selected is not None and (selected in types or not types):
+            return SCHEMA.attribute_names(selected)
         return _union(SCHEMA.attribute_names(t) for t in types)
 
 
