@@ -68,6 +68,20 @@ class AutoLinkTable(Generic[P]):
         self._links.append(autolink)
         return autolink
 
+    def activate(self, autolink: AutoLink[P]) -> bool:
+        """An auto-link added at run time: True when an open connection serves
+        it (it is then attaching there)."""
+        peer = self._serving(autolink.spec)
+        if peer is None:
+            return False
+        autolink.connected(peer)
+        return True
+
+    def remove(self, autolink: AutoLink[P]) -> None:
+        """Delete an auto-link; its link, if any, is the caller's to detach."""
+        self._links.remove(autolink)
+        self._retrying = [al for al in self._retrying if al is not autolink]
+
     def connection_opened(self, peer: P) -> list[AutoLink[P]]:
         """A route-container connection opened: the auto-links to attach on it."""
         self._peers.append(peer)

@@ -140,6 +140,8 @@ class LinkRouteTable(Generic[P]):
         self._tables: dict[Direction, PatternTable[RouteEntry[P]]] = {
             Direction.IN: PatternTable(), Direction.OUT: PatternTable()}
         self._routes: list[LinkRoute[P]] = []
+        # Route-container connections now open, for link routes added at run time.
+        self._open: list[P] = []
         self._ids = itertools.count(1)
         for spec in specs:
             self.add(spec)
@@ -196,24 +198,56 @@ class LinkRouteTable(Generic[P]):
     def connection_opened(self, peer: P) -> list[RouteEntry[P]]:
         """A route-container connection opened: the entries it is now the
         first local destination of (their keys become advertised)."""
-        gained = []
+        self._open.append(peer)
+        gained: list[RouteEntry[P]] = []
         for route in self._routes:
-            spec = route.spec
-            if not serves(peer, container_id=spec.container_id, connection=spec.connection):
-                continue
-            route.peers.append(peer)
-            entry = self._entry(route.pattern, spec.direction)
-            if not any(p is peer for p in entry.rotation):
-                if not entry.rotation:
-                    gained.append(entry)
-                entry.rotation.append(peer)
-            where = f"connection {spec.connection}" if spec.connection is not None \
-                else f"container {spec.container_id}"
-            log.info("Link Route Activated '%s' on %s", route.label, where)
+            self._serve(route, peer, gained)
         return gained
+
+    def activate(self, route: LinkRoute[P]) -> list[RouteEntry[P]]:
+        """A link route added at run time: the open connections that serve it
+        take it up; returns the entries that gained their first destination."""
+        gained: list[RouteEntry[P]] = []
+        for peer in self._open:
+            self._serve(route, peer, gained)
+        return gained
+
+    def _serve(self, route: LinkRoute[P], peer: P, gained: list[RouteEntry[P]]) -> None:
+        spec = route.spec
+        if not serves(peer, container_id=spec.container_id, connection=spec.connection):
+            return
+        route.peers.append(peer)
+        entry = self._entry(route.pattern, spec.direction)
+        if not any(p is peer for p in entry.rotation):
+            if not entry.rotation:
+                gained.append(entry)
+            entry.rotation.append(peer)
+        where = f"connection {spec.connection}" if spec.connection is not None \
+            else f"container {spec.container_id}"
+        log.info("Link Route Activated '%s' on %s", route.label, where)
+
+    def remove(self, route: LinkRoute[P]) -> list[RouteEntry[P]]:
+        """Delete a configured link route.  Links it already routed stay up;
+        new attaches no longer take it.  Returns the entry when it lost its
+        last local destination (its key is no longer advertised)."""
+        self._routes.remove(route)
+        spec = route.spec
+        table = self._tables[spec.direction]
+        entry = table.get(route.pattern)
+        if entry is None:
+            return []
+        entry.routes.remove(route)
+        had_destination = bool(entry.rotation)
+        entry.rotation = [p for p in entry.rotation
+                          if any(any(q is p for q in r.peers) for r in entry.routes)]
+        if not entry.routes and not entry.learnt:
+            table.remove(route.pattern)
+        log.info("Link Route Deleted '%s'", route.label)
+        return [entry] if had_destination and not entry.rotation else []
 
     def connection_closed(self, peer: P) -> list[RouteEntry[P]]:
         """A connection closed: the entries it was the last local destination of."""
+        self._open = [p for p in self._open if p is not peer]
         lost = []
         for route in self._routes:
             if not any(p is peer for p in route.peers):

@@ -105,3 +105,22 @@ def test_names_are_unique_and_identities_are_assigned_in_order() -> None:
     assert len(table) == 2
     with pytest.raises(AutoLinkError, match="name conflicts"):
         table.add(spec(name="one"))
+
+
+def test_an_autolink_added_at_run_time_attaches_on_an_open_serving_connection() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable()
+    broker = Peer("broker")
+    table.connection_opened(broker)
+    late = table.add(spec("late", container_id="broker"))
+    assert table.activate(late) and late.state is S.ATTACHING and late.peer is broker
+    elsewhere = table.add(spec("other", container_id="nobody"))
+    assert not table.activate(elsewhere) and elsewhere.state is S.INACTIVE
+
+
+def test_a_removed_autolink_is_never_retried() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec("a", container_id="broker")])
+    [autolink] = table.connection_opened(Peer("broker"))
+    table.detached(autolink, "refused", now=0.0)
+    table.remove(autolink)
+    assert len(table) == 0
+    assert table.next_deadline() is None and table.tick(100.0) == []

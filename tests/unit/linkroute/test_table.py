@@ -112,3 +112,41 @@ def test_names_must_be_unique() -> None:
     with pytest.raises(LinkRouteError, match="name conflicts"):
         table.add(spec(prefix="b", name="lr"))
     assert len(table) == 1
+
+
+def test_a_route_added_at_run_time_is_taken_up_by_open_connections() -> None:
+    table: LinkRouteTable[Peer] = LinkRouteTable()
+    broker = Peer("rabbit")
+    assert table.connection_opened(broker) == []
+    route = table.add(spec(IN, prefix="late", container_id="rabbit"))
+    assert [e.key for e in table.activate(route)] == ["Clate"]
+    assert route.oper_status == "active"
+    entry = table.match("late.q", IN)
+    assert entry is not None and entry.next_peer() is broker
+    assert table.connection_closed(broker) != []
+    assert table.activate(table.add(spec(OUT, prefix="later", container_id="rabbit"))) == [], \
+        "a closed connection takes nothing up"
+
+
+def test_removing_a_route_withdraws_its_key_only_when_nothing_else_serves_it() -> None:
+    first = spec(IN, prefix="q", container_id="a", name="first")
+    second = spec(IN, pattern="q/#", container_id="b", name="second")
+    table: LinkRouteTable[Peer] = LinkRouteTable([first, second])
+    a, b = Peer("a"), Peer("b")
+    table.connection_opened(a)
+    table.connection_opened(b)
+    route_a, route_b = list(table)
+    assert table.remove(route_a) == [], "b still serves the pattern"
+    entry = table.match("q.x", IN)
+    assert entry is not None and entry.rotation == [b]
+    assert [e.key for e in table.remove(route_b)] == ["Cq"]
+    assert table.match("q.x", IN) is None
+    assert len(table) == 0
+
+
+def test_removing_a_route_keeps_a_learnt_entry() -> None:
+    table: LinkRouteTable[Peer] = LinkRouteTable([spec(OUT, prefix="shared", connection="c")])
+    table.learn("Dshared")
+    [route] = list(table)
+    assert table.remove(route) == []
+    assert table.match("shared.q", OUT) is not None, "another router still advertises it"
