@@ -86,7 +86,7 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
     engine = Engine(router=core, router_id=router_id,
                     listeners=[listener_settings(s) for s in cfg.listeners],
                     connectors=[connector_settings(s) for s in cfg.connectors])
-    engine.enable_management(cfg.router)
+    engine.enable_management(cfg.router, cfg.ssl_profiles)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              cfg.router.mode.value.capitalize(), router_id, source)
     try:

@@ -72,6 +72,8 @@ class Conn:
         self.closed = False
         self.opened = False
         self.started = now
+        # When a connection this side closed is dropped if the peer has not
+        # answered the close by then (0: none).
         self.deadline = 0.0
 
 

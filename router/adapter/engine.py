@@ -18,7 +18,7 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from proton import SASL, Transport
@@ -26,6 +26,7 @@ from proton import Connection as PnConnection
 
 import conf
 import router
+from router import logs
 from router.adapter.connections import (
     Conn,
     Connector,
@@ -58,6 +59,7 @@ server_log = logging.getLogger("router.adapter.server")
 _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
 _TICK_S = 1.0
+_CLOSE_GRACE_S = 2.0
 _IO_BUFFER = 65536
 
 PN_DELIVERY = lib.PN_DELIVERY
@@ -114,23 +116,76 @@ class Engine(Lifecycle):
 
     def bind(self) -> list[Listener]:
         """Open every listening socket; raises OSError if one cannot listen."""
-        bound = []
-        for settings in self.listener_settings:
-            family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
+        return [self.listen(settings) for settings in self.listener_settings]
+
+    def listen(self, settings: ListenerSettings) -> Listener:
+        """Open one listening socket (at start-up or at run time); raises OSError."""
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((settings.host, settings.port))
             sock.listen(128)
-            sock.setblocking(False)
-            listener = Listener(settings, sock)
-            self.listeners[sock.fileno()] = listener
-            self.epoll.register(sock.fileno(), select.EPOLLIN)
-            bound.append(listener)
-        return bound
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        listener = Listener(settings, sock)
+        self.listeners[sock.fileno()] = listener
+        self.epoll.register(sock.fileno(), select.EPOLLIN)
+        return listener
 
-    def enable_management(self, section: conf.RouterSection) -> None:
+    def close_listener(self, listener: Listener) -> None:
+        """Stop listening; the connections it accepted stay up."""
+        fd = listener.sock.fileno()
+        if self.listeners.pop(fd, None) is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.epoll.unregister(fd)
+        listener.sock.close()
+        server_log.log(logs.NOTICE, "Stopped listening on %s:%d", listener.host, listener.port)
+
+    def add_connector(self, settings: ConnectorSettings) -> Connector:
+        """A connector created at run time: it starts connecting at once."""
+        connector = Connector(settings)
+        self.connectors.append(connector)
+        self._connect(connector)
+        return connector
+
+    def remove_connector(self, connector: Connector) -> None:
+        """Delete a connector: no more attempts, and its connection is closed."""
+        self.connectors.remove(connector)
+        connector.retry_at = None
+        sock = connector.sock
+        if sock is not None:
+            connector.sock = None
+            self.connecting.pop(sock.fileno(), None)
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.unregister(sock.fileno())
+            sock.close()
+        conn = connector.conn
+        if conn is not None:
+            connector.conn = None  # no reconnect when it closes
+            self.close_connection(conn, "Connector deleted")
+
+    def close_connection(self, conn: Conn, why: str) -> None:
+        """Close a connection from this side with ``amqp:connection:forced``;
+        what it held is settled as for any lost connection."""
+        if conn.closed:
+            return
+        cond = lib.pn_connection_condition(conn.cptr)
+        lib.pn_condition_set_name(cond, b"amqp:connection:forced")
+        lib.pn_condition_set_description(cond, why.encode())
+        lib.pn_connection_close(conn.cptr)
+        # A peer that never answers the close loses its socket a little later.
+        conn.deadline = self.clock() + _CLOSE_GRACE_S
+        server_log.info("[C%d] Closing connection: %s", conn.core.conn_id, why)
+        self.dirty.add(conn)
+
+    def enable_management(self, section: conf.RouterSection,
+                          ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> None:
         """Serve the management agent at ``$management`` and ``_local/$management``."""
-        agent = build_agent(self, section, self.router_id)
+        agent = build_agent(self, section, self.router_id, ssl_profiles)
         self.management = ManagementNode(self.router, self.forwarder, agent, self.apply)
 
     def wakeup_fd(self) -> int:
@@ -391,6 +446,10 @@ class Engine(Lifecycle):
             server_log.info("[C%d] Timeout waiting for initial handshake from %s",
                             conn.core.conn_id, conn.peer)
             conn.opened = True  # report once
+            lib.pn_transport_close_tail(conn.tptr)
+            lib.pn_transport_close_head(conn.tptr)
+        if conn.deadline and now >= conn.deadline:
+            conn.deadline = 0.0
             lib.pn_transport_close_tail(conn.tptr)
             lib.pn_transport_close_head(conn.tptr)
         lib.pn_transport_tick(conn.tptr, int(now * 1000))

@@ -40,6 +40,7 @@ from router.core import (
     AnswerAttach,
     AttachAutoLink,
     Connection,
+    DetachAutoLink,
     DetachRouted,
     Effect,
     ForwardAttach,
@@ -103,6 +104,8 @@ class Lifecycle:
         for effect in effects:
             if isinstance(effect, AttachAutoLink):
                 self._attach_autolink(effect)
+            elif isinstance(effect, DetachAutoLink):
+                self._detach_autolink(effect.autolink)
             elif isinstance(effect, ForwardAttach):
                 self._forward_attach(effect)
             elif isinstance(effect, AnswerAttach):
@@ -425,6 +428,28 @@ class Lifecycle:
             self.link_sessions.discard(ssn)
             if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
                 lib.pn_session_close(ssn)
+
+    def _detach_autolink(self, autolink: AutoLink[Connection]) -> None:
+        """A deleted auto-link: close its link as the router's own detach."""
+        for lptr, waiting in list(self.attaching.items()):
+            if waiting is autolink:
+                del self.attaching[lptr]
+                self._close_own(lptr)
+        for lptr, link in list(self.links.items()):
+            if isinstance(link, InLink | OutLink) and link.autolink is autolink:
+                link.autolink = None  # gone, not failed: no retry
+                del self.links[lptr]
+                self._forget_link(link)
+                log.info("[%r][L%d] Auto link deleted: %s", link.conn, link.link_id,
+                         describe_counters(link))
+                self.apply(self.router.link_detached(link, self.clock()))
+                self._close_own(lptr)
+
+    def _close_own(self, lptr: Any) -> None:
+        lib.pn_link_close(lptr)
+        conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
+        if conn is not None:
+            self.dirty.add(conn)
 
     def _autolink_answered(self, autolink: AutoLink[Connection], lptr: Any, now: float
                            ) -> tuple[InLink | OutLink | None, list[Effect]]:

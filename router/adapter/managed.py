@@ -8,6 +8,7 @@ what a request means (``router.management.Agent`` does).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING
 import conf
 import router
 from router import logs
+from router.adapter.connections import Connector, Listener
 from router.adapter.pn import lib, to_str
+from router.adapter.settings import connector_settings, listener_settings
 from router.core import Role, Router, tally
 from router.management import (
     Agent,
@@ -32,6 +35,7 @@ from router.management import (
     RouterLinks,
     RouterNodes,
     Row,
+    StoredSections,
 )
 
 if TYPE_CHECKING:
@@ -80,14 +84,33 @@ class Connections(ReadOnly):
             })
         return rows
 
+    def update(self, row: Row, attributes: dict[str, object]) -> Changed:
+        """``adminStatus: deleted`` closes a client or route-container connection."""
+        status = attributes.get("adminStatus", "enabled")
+        if status not in ("enabled", "deleted"):
+            raise ManagementError(400, f"adminStatus must be 'enabled' or 'deleted', "
+                                       f"not {status!r}")
+        if status == "enabled":
+            return Changed(row=row)
+        for conn in self._engine.conns.values():
+            if str(conn.core.conn_id) == row["identity"]:
+                if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
+                    raise ManagementError(
+                        403, f"Cannot close an {conn.core.role.value} connection")
+                self._engine.close_connection(conn, "Connection closed by management")
+                return Changed(row={**row, "adminStatus": "deleted", "operStatus": "closing"})
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
 
 class Listeners(ReadOnly):
-    """``listener``: the listening sockets and their settings."""
+    """``listener``: the listening sockets and their settings.  CREATE opens a
+    socket at once (port 0 binds a free one, shown in the answer); DELETE
+    closes it, and the connections it accepted stay up."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def rows(self) -> Iterable[Row]:
+    def _rows(self) -> list[tuple[Row, Listener]]:
         rows = []
         for listener in self._engine.listeners.values():
             section = listener.settings.section
@@ -97,17 +120,43 @@ class Listeners(ReadOnly):
                 identity += f":{listener.settings.name}"
             row.update(identity=identity, name=listener.settings.name or identity,
                        host=listener.host, port=str(listener.port))
-            rows.append(row)
+            rows.append((row, listener))
         return rows
+
+    def rows(self) -> Iterable[Row]:
+        return [row for row, _ in self._rows()]
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = _section("listener", name, attributes)
+        assert isinstance(section, conf.ListenerSection)
+        settings = listener_settings(section)
+        try:
+            listener = self._engine.listen(settings)
+        except OSError as error:
+            raise ManagementError(
+                400, f"Cannot listen on {settings.host}:{settings.port}: {error.strerror}"
+            ) from None
+        logging.getLogger("router.adapter.server").log(
+            logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port,
+            f" ({settings.name})" if settings.name else "")
+        return Changed(row=next(r for r, li in self._rows() if li is listener))
+
+    def delete(self, row: Row) -> tuple[()]:
+        for candidate, listener in self._rows():
+            if candidate["identity"] == row["identity"]:
+                self._engine.close_listener(listener)
+                return ()
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
 class Connectors(ReadOnly):
-    """``connector``: the connectors and the state of their connection."""
+    """``connector``: the connectors and the state of their connection.  CREATE
+    starts connecting at once; DELETE stops retrying and closes its connection."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def rows(self) -> Iterable[Row]:
+    def _rows(self) -> list[tuple[Row, Connector]]:
         rows = []
         for connector in self._engine.connectors:
             s = connector.settings
@@ -123,8 +172,34 @@ class Connectors(ReadOnly):
                 status = "INITIALIZING"
             row.update(identity=identity, name=s.name or identity, connectionStatus=status,
                        connectionMsg=connector.message)
-            rows.append(row)
+            rows.append((row, connector))
         return rows
+
+    def rows(self) -> Iterable[Row]:
+        return [row for row, _ in self._rows()]
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = _section("connector", name, attributes)
+        assert isinstance(section, conf.ConnectorSection)
+        connector = self._engine.add_connector(connector_settings(section))
+        return Changed(row=next(r for r, c in self._rows() if c is connector))
+
+    def delete(self, row: Row) -> tuple[()]:
+        for candidate, connector in self._rows():
+            if candidate["identity"] == row["identity"]:
+                self._engine.remove_connector(connector)
+                return ()
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+def _section(conf_name: str, name: str | None, attributes: dict[str, object]
+             ) -> conf.fields.Section:
+    if name is not None:
+        attributes["name"] = name
+    try:
+        return conf.build_section(conf_name, attributes)
+    except conf.ConfError as error:
+        raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
 
 
 def _memory_bytes() -> int | None:
@@ -256,7 +331,8 @@ class LogStats(ReadOnly):
                 for module, counts in logs.RECORDER.counts.items()]
 
 
-def build_agent(engine: Engine, section: conf.RouterSection, router_id: str) -> Agent:
+def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
+                ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> Agent:
     """The agent over every entity source of this router."""
     core: Router = engine.router
     sources: dict[str, EntitySource] = {
@@ -268,8 +344,9 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str) -> 
         "router.address": RouterAddresses(core),
         "router.node": RouterNodes(core),
         "router.config.address": ConfigAddresses(core),
-        "router.config.linkRoute": ConfigLinkRoutes(core),
+        "router.config.linkRoute": ConfigLinkRoutes(core, engine.clock),
         "router.config.autoLink": ConfigAutoLinks(core),
+        "sslProfile": StoredSections("sslProfile", ssl_profiles),
         "log": Logs(),
         "logStats": LogStats(),
     }

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 
 from addressing import AddressSpec, Direction, Distribution, RoutingKey, classify
-from autolink import AutoLink, AutoLinkTable
+from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
 from router.core.destinations import demand_changed
-from router.core.effects import AttachAutoLink, Effect
+from router.core.effects import AttachAutoLink, DetachAutoLink, Effect
 from router.core.ids import LinkId
 from router.core.records import AddressRecord, Connection, InLink, OutLink
 
@@ -51,6 +51,22 @@ class AutoLinking:
         return AttachAutoLink(autolink=autolink, conn=conn,
                               sender=spec.direction is Direction.OUT,
                               address=autolink.external_address)
+
+    def add_autolink(self, spec: AutoLinkSpec) -> tuple[AutoLink[Connection], list[Effect]]:
+        """Add an auto-link at run time, attached at once when an open
+        connection serves it (raises ``AutoLinkError`` for a name taken)."""
+        autolink = self.autolinks.add(spec)
+        if self.autolinks.activate(autolink):
+            return autolink, [self._attach_autolink(autolink)]
+        return autolink, []
+
+    def remove_autolink(self, autolink: AutoLink[Connection]) -> list[Effect]:
+        """Delete an auto-link; its link, if it has one, is closed."""
+        self.autolinks.remove(autolink)
+        log.info("Auto Link Deleted '%s'", autolink.label)
+        if autolink.peer is None:
+            return []
+        return [DetachAutoLink(autolink=autolink)]
 
     def autolink_attached(self, autolink: AutoLink[Connection], *, name: str,
                           address: str | None, handle: object, now: float = 0.0

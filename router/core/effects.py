@@ -83,6 +83,15 @@ class AttachAutoLink:
 
 
 @attrs.frozen(kw_only=True)
+class DetachAutoLink:
+    """An auto-link was deleted: close its link (attached, or still waiting
+    for the container's answer); the link's deliveries end as for any link
+    that goes away."""
+
+    autolink: AutoLink[Connection]
+
+
+@attrs.frozen(kw_only=True)
 class ForwardAttach:
     """Attach the far end of a link-routed pair on ``far.conn`` (reference
     7.3 step 5): the role opposite the client's, the client's termini copied,
@@ -118,4 +127,5 @@ class DetachRouted:
 
 CreditEffect = UnblockSender | BlockSender
 RoutedEffect = ForwardAttach | AnswerAttach | DetachRouted
-Effect = UnblockSender | BlockSender | SendFrame | AttachAutoLink | RoutedEffect
+Effect = (UnblockSender | BlockSender | SendFrame | AttachAutoLink | DetachAutoLink
+          | RoutedEffect)

@@ -24,6 +24,7 @@ from linkroute import (
     Answer,
     AnswerNear,
     Detach,
+    LinkRoute,
     LinkRouteSpec,
     LinkRouteTable,
     PairEvent,
@@ -79,6 +80,26 @@ class LinkRouting:
         for entry in self.table.connection_opened(conn):
             if self._network is not None:
                 effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+        return effects
+
+    def add_route(self, spec: LinkRouteSpec, now: float) -> tuple[LinkRoute[Connection],
+                                                                    list[Effect]]:
+        """Add a link route at run time; the open connections serving it take
+        it up at once (raises ``LinkRouteError`` for a name already taken)."""
+        route = self.table.add(spec)
+        effects: list[Effect] = []
+        for entry in self.table.activate(route):
+            if self._network is not None:
+                effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+        return route, effects
+
+    def remove_route(self, route: LinkRoute[Connection], now: float) -> list[Effect]:
+        """Delete a link route: new attaches no longer take it (links it already
+        routed stay up), and a key no connection serves any more is withdrawn."""
+        effects: list[Effect] = []
+        for entry in self.table.remove(route):
+            if self._network is not None:
+                effects.extend(self._network.address_removed(entry.key, now))
         return effects
 
     def learn(self, key: str) -> bool:

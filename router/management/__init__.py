@@ -25,6 +25,7 @@ from router.management.sources import (
     RouterAddresses,
     RouterLinks,
     RouterNodes,
+    StoredSections,
     link_row,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "RouterNodes",
     "Row",
     "Schema",
+    "StoredSections",
     "decode_request",
     "encode_response",
     "link_row",

@@ -1,7 +1,8 @@
 """Entity sources over the routing core: addresses, links, nodes, link routes, auto-links.
 
 Owns turning the core's records (``router.core.Router``) into management
-rows, and the run-time CREATE and DELETE of ``address`` entities.  Rows are
+rows, and the run-time CREATE and DELETE of ``address``, ``linkRoute`` and
+``autoLink`` entities.  Rows are
 built when asked for, from the counters the per-message path already keeps;
 nothing here runs per message.  It must not touch sockets or proton.
 """
@@ -12,7 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import conf
 from addressing import AddressError
-from router.core import AddressRecord, Connection, InLink, OutLink, Role, Router
+from autolink import AutoLinkError
+from linkroute import LinkRouteError
+from router.core import AddressRecord, Connection, Effect, InLink, OutLink, Role, Router
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "RouterAddresses",
     "RouterLinks",
     "RouterNodes",
+    "StoredSections",
     "link_row",
 ]
 
@@ -194,9 +198,7 @@ class ConfigAddresses(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         if "fallback" in attributes:  # qdrouterd's CREATE spelling (quirk 8)
             attributes.setdefault("enableFallback", attributes.pop("fallback"))
-        if name is not None:
-            attributes["name"] = name
-        section = _section("address", attributes)
+        section = _section("address", _named(name, attributes))
         assert isinstance(section, conf.AddressSection)
         try:
             spec = section.to_spec()
@@ -215,6 +217,12 @@ class ConfigAddresses(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
+def _named(name: str | None, attributes: dict[str, object]) -> dict[str, object]:
+    if name is not None:
+        attributes["name"] = name
+    return attributes
+
+
 def _section(conf_name: str, attributes: dict[str, object]) -> conf.fields.Section:
     try:
         return conf.build_section(conf_name, attributes)
@@ -222,11 +230,52 @@ def _section(conf_name: str, attributes: dict[str, object]) -> conf.fields.Secti
         raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
 
 
-class ConfigLinkRoutes(ReadOnly):
-    """``router.config.linkRoute``: the configured link routes and their status."""
+class StoredSections(ReadOnly):
+    """Entities that are settings only, kept as conf sections (``sslProfile``):
+    CREATE and DELETE change the set; a secret (``password``) is never read
+    back."""
 
-    def __init__(self, router: Router) -> None:
+    _SECRETS = ("password",)
+
+    def __init__(self, conf_name: str, sections: Iterable[conf.fields.Section]) -> None:
+        self._conf_name = conf_name
+        self._sections = list(sections)
+
+    def _row(self, section: conf.fields.Section) -> Row:
+        row: Row = conf.section_attributes(section)
+        name = row.get("name")
+        row["identity"] = f"{self._conf_name}/{name}"
+        for secret in self._SECRETS:
+            if row.get(secret) is not None:
+                row[secret] = None
+        return row
+
+    def rows(self) -> Iterable[Row]:
+        return [self._row(section) for section in self._sections]
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        if name is None and attributes.get("name") is None:
+            raise ManagementError(400, f"A {self._conf_name} needs a name")
+        section = _section(self._conf_name, _named(name, attributes))
+        self._sections.append(section)
+        return Changed(row=self._row(section))
+
+    def delete(self, row: Row) -> tuple[()]:
+        for section in self._sections:
+            if self._row(section)["identity"] == row["identity"]:
+                self._sections.remove(section)
+                return ()
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+class ConfigLinkRoutes(ReadOnly):
+    """``router.config.linkRoute``: the configured link routes and their status;
+    CREATE takes effect at once on the connections that serve it, DELETE stops
+    new attaches taking it (links it already routed stay up)."""
+
+    def __init__(self, router: Router, clock: Callable[[], float]) -> None:
         self._router = router
+        self._clock = clock
 
     def rows(self) -> Iterable[Row]:
         rows = []
@@ -237,6 +286,23 @@ class ConfigLinkRoutes(ReadOnly):
             row["operStatus"] = route.oper_status
             rows.append(row)
         return rows
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = _section("linkRoute", _named(name, attributes))
+        assert isinstance(section, conf.LinkRouteSection)
+        try:
+            route, effects = self._router.link_routing.add_route(section.to_spec(), self._clock())
+        except LinkRouteError as error:
+            raise ManagementError(400, str(error)) from None
+        row = next(r for r in self.rows() if r["identity"] == route.identity)
+        return Changed(row=row, effects=tuple(effects))
+
+    def delete(self, row: Row) -> tuple[Effect, ...]:
+        routing = self._router.link_routing
+        for route in routing.table:
+            if route.identity == row["identity"]:
+                return tuple(routing.remove_route(route, self._clock()))
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
 class ConfigAutoLinks(ReadOnly):
@@ -256,3 +322,19 @@ class ConfigAutoLinks(ReadOnly):
             row["linkRef"] = None if autolink.link_id is None else str(autolink.link_id)
             rows.append(row)
         return rows
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = _section("autoLink", _named(name, attributes))
+        assert isinstance(section, conf.AutoLinkSection)
+        try:
+            autolink, effects = self._router.add_autolink(section.to_spec())
+        except AutoLinkError as error:
+            raise ManagementError(400, str(error)) from None
+        row = next(r for r in self.rows() if r["identity"] == autolink.identity)
+        return Changed(row=row, effects=tuple(effects))
+
+    def delete(self, row: Row) -> tuple[Effect, ...]:
+        for autolink in self._router.autolinks:
+            if autolink.identity == row["identity"]:
+                return tuple(self._router.remove_autolink(autolink))
+        raise ManagementError(404, f"No entity with identity={row['identity']}")

@@ -1,0 +1,195 @@
+"""Run-time CREATE, UPDATE and DELETE through the management agent: listeners,
+connectors, connections, link routes, auto-links and sslProfiles take
+effect at once (reference 10)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from proton import Delivery
+from proton.utils import ConnectionClosed
+
+from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks
+from tests.system.clients import connect, pump, send_async, send_settled, wait_all
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop, router_conf
+from tests.system.mgmt import PREFIX, Management
+from tests.system.rabbitmq import RabbitMQ
+
+
+@pytest.fixture
+def mgmt(hop: Hop) -> Iterator[Management]:
+    client = Management(hop.url)
+    yield client
+    client.close()
+
+
+def _wait(predicate: object, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _refused(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_created_listener_listens_and_a_deleted_one_stops(hop: Hop,
+                                                             mgmt: Management) -> None:
+    status, _, row = mgmt.request(
+        {"host": "127.0.0.1", "port": "0", "saslMechanisms": "ANONYMOUS",
+         "authenticatePeer": False}, operation="CREATE", type=PREFIX + "listener",
+        name="extra")
+    assert status == 201, row
+    port = int(row["port"])
+    assert port != 0 and row["name"] == "extra" and row["host"] == "127.0.0.1"
+    hop.wait_log(rf"Listening on 127\.0\.0\.1:{port} \(extra\)")
+    conn = connect(f"amqp://127.0.0.1:{port}")
+    receiver = conn.create_receiver("via-extra", credit=5)
+    assert [r["name"] for r in mgmt.query("listener", "name")] == \
+        [f"listener/127.0.0.1:{hop.ports[0]}", "extra"]
+
+    status, _, _ = mgmt.request(operation="DELETE", type=PREFIX + "listener", name="extra")
+    assert status == 204
+    assert _refused(port), "a deleted listener no longer accepts connections"
+    # The connection it accepted stays up and keeps its link.
+    other = connect(hop.url)
+    sender = other.create_sender("via-extra")
+    other.wait(lambda: sender.link.credit > 0, timeout=10)
+    delivery = send_async(sender, "still here")
+    pump(other, 0.2)
+    assert receiver.receive(timeout=10).body == "still here"
+    receiver.accept()
+    wait_all([conn, other], lambda: delivery.settled, what="the outcome")
+    assert delivery.remote_state == Delivery.ACCEPTED
+    conn.close()
+    other.close()
+
+
+def test_creating_a_listener_on_a_busy_port_is_refused(hop: Hop, mgmt: Management) -> None:
+    status, description, _ = mgmt.request(
+        {"host": "127.0.0.1", "port": str(hop.ports[0])}, operation="CREATE",
+        type=PREFIX + "listener", name="clash")
+    assert status == 400
+    assert description.startswith(f"Cannot listen on 127.0.0.1:{hop.ports[0]}: ")
+    assert mgmt.query("listener", "name") == [{"name": f"listener/127.0.0.1:{hop.ports[0]}"}]
+
+
+def test_a_created_connector_connects_and_a_deleted_one_closes(
+        start_router: StartRouter, hop: Hop, mgmt: Management) -> None:
+    other = start_router(router_conf(router_id="Other"), name="other")
+    peer = Management(other.url)
+    try:
+        status, _, row = mgmt.request(
+            {"host": "127.0.0.1", "port": str(other.ports[0]), "role": "normal"},
+            operation="CREATE", type=PREFIX + "connector", name="to-other")
+        assert status == 201, row
+
+        def from_hop() -> list[dict[str, object]]:
+            return [c for c in peer.query("connection", "container", "dir")
+                    if c["container"] == "HopTest"]
+
+        _wait(lambda: from_hop() == [{"container": "HopTest", "dir": "in"}],
+              "the created connector to connect")
+        [connector] = mgmt.query("connector", "name", "connectionStatus")
+        assert connector == {"name": "to-other", "connectionStatus": "SUCCESS"}
+
+        status, _, _ = mgmt.request(operation="DELETE", type=PREFIX + "connector",
+                                    name="to-other")
+        assert status == 204
+        _wait(lambda: from_hop() == [], "the deleted connector's connection to close")
+        time.sleep(2.5)  # past the reconnect delay of a dropped connection
+        assert from_hop() == [], "a deleted connector does not reconnect"
+        assert mgmt.query("connector", "name") == []
+    finally:
+        peer.close()
+
+
+def test_a_connection_is_closed_by_updating_its_admin_status(hop: Hop,
+                                                             mgmt: Management) -> None:
+    victim = connect(hop.url)
+    victim.create_receiver("doomed", credit=1)
+    [row] = [c for c in mgmt.query("connection", "identity", "container")
+             if c["container"] == victim.conn.container]
+    status, _, updated = mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
+                                      type=PREFIX + "connection", identity=row["identity"])
+    assert (status, updated["adminStatus"]) == (200, "deleted")
+    with pytest.raises(ConnectionClosed) as closed:
+        victim.wait(lambda: False, timeout=10)
+    assert "amqp:connection:forced" in str(closed.value)
+    _wait(lambda: all(c["container"] != victim.conn.container
+                      for c in mgmt.query("connection", "container")),
+          "the connection to go")
+    status, description, _ = mgmt.request({"adminStatus": "paused"}, operation="UPDATE",
+                                          type=PREFIX + "connection", identity="1")
+    assert status == 400 and "adminStatus" in description
+
+
+def test_ssl_profiles_are_created_read_and_deleted_without_their_password(
+        mgmt: Management) -> None:
+    status, _, row = mgmt.request(
+        {"certFile": "/etc/hop/cert.pem", "privateKeyFile": "/etc/hop/key.pem",
+         "password": "pass:secret"}, operation="CREATE", type=PREFIX + "sslProfile",
+        name="tls")
+    assert status == 201 and row["certFile"] == "/etc/hop/cert.pem"
+    assert row["password"] is None
+    status, _, read = mgmt.request(operation="READ", type=PREFIX + "sslProfile", name="tls")
+    assert (status, read["identity"], read["password"]) == (200, "sslProfile/tls", None)
+    assert mgmt.request(operation="DELETE", type=PREFIX + "sslProfile", name="tls")[0] == 204
+    assert mgmt.query("sslProfile", "name") == []
+
+
+def test_link_routes_and_auto_links_are_created_and_deleted_at_run_time(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + LOG_INFO))
+    mgmt = Management(hop.url)
+    client = connect(hop.url)
+    try:
+        _wait(lambda: mgmt.query("connector", "connectionStatus")
+              == [{"connectionStatus": "SUCCESS"}], "the broker connection")
+        for direction in ("in", "out"):
+            status, _, row = mgmt.request(
+                {"prefix": "rtlr", "direction": direction, "connection": "broker"},
+                operation="CREATE", type=PREFIX + "router.config.linkRoute",
+                name=f"rtlr-{direction}")
+            assert (status, row["operStatus"]) == (201, "active"), row
+        sender = client.create_sender("rtlr.q")
+        assert send_settled(client, sender, ["routed"]) == [Delivery.ACCEPTED]
+        assert rabbitmq.queue_depth("rtlr.q") == 1
+        sender.close()
+        status, _, _ = mgmt.request(operation="DELETE", type=PREFIX + "router.config.linkRoute",
+                                    name="rtlr-in")
+        assert status == 204
+        assert [r["name"] for r in mgmt.query("router.config.linkRoute", "name")] == ["rtlr-out"]
+        # Without the route a sender is an ordinary producer with no consumer.
+        later = client.create_sender("rtlr.q")
+        time.sleep(0.5)
+        assert later.link.credit == 0 and rabbitmq.queue_depth("rtlr.q") == 1
+
+        status, _, row = mgmt.request(
+            {"address": "rtal", "direction": "out", "connection": "broker"},
+            operation="CREATE", type=PREFIX + "router.config.autoLink", name="rtal-out")
+        assert status == 201, row
+        wait_autolinks(hop, "rtal", ("out",))
+        [autolink] = mgmt.query("router.config.autoLink", "name", "operStatus")
+        assert autolink == {"name": "rtal-out", "operStatus": "active"}
+        producer = client.create_sender("rtal")
+        assert send_settled(client, producer, ["stored"]) == [Delivery.ACCEPTED]
+        assert rabbitmq.queue_depth("rtal") == 1
+        status, _, _ = mgmt.request(operation="DELETE", type=PREFIX + "router.config.autoLink",
+                                    name="rtal-out")
+        assert status == 204
+        hop.wait_log(r"Auto link deleted")
+        _wait(lambda: all(link["owningAddr"] != "M0rtal" or link["linkDir"] == "in"
+                          for link in mgmt.query("router.link", "owningAddr", "linkDir")),
+              "the auto-link's link to go")
+        assert mgmt.query("router.config.autoLink", "name") == []
+    finally:
+        client.close()
+        mgmt.close()
