@@ -52,6 +52,7 @@ from router.core import (
     describe_counters,
 )
 from router.core.settlement import RELEASED
+from router.core.watch import Watch
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger("router.adapter.server")
@@ -111,6 +112,7 @@ class Engine(Lifecycle):
         self.epoll.register(self._wake_r.fileno(), select.EPOLLIN)
         self._next_tick = 0.0
         self.management: ManagementNode | None = None
+        self.watch = Watch()
 
     # -- start and stop --------------------------------------------------------
 
@@ -435,6 +437,23 @@ class Engine(Lifecycle):
                 self._connect(connector)
         for conn in list(self.conns.values()):
             self._tick_one(conn, now)
+        self._watch_links(now)
+
+    def _watch_links(self, now: float) -> None:
+        """Once a second: ages of unsettled deliveries, links without credit."""
+        links: list[InLink | OutLink] = []
+        for conn in self.conns.values():
+            core = conn.core
+            links.extend(core.in_links.values())
+            links.extend(core.out_links.values())
+        found = self.watch.sweep(links, now)
+        for link, count in found.stuck:
+            log.warning("[%r][L%d] %d deliver%s unsettled for more than %g seconds "
+                        "(%d on this link so far)", link.conn, link.link_id, count,
+                        "y" if count == 1 else "ies", self.watch.stuck_s, link.stuck)
+        for out in found.blocked:
+            log.warning("[%r][L%d] Link blocked with zero credit for %g seconds", out.conn,
+                        out.link_id, self.watch.blocked_s)
 
     def _tick_one(self, conn: Conn, now: float) -> None:
         s = conn.settings

@@ -240,7 +240,9 @@ class RouterEntity(ReadOnly):
         row["connectionCount"] = len(engine.conns)
         row["nodeCount"] = 0 if core.network is None \
             else len(core.network.protocol.node_table()) - 1
-        row["linksBlocked"] = row["blockedLinkCount"] = 0
+        row["linksBlocked"] = row["blockedLinkCount"] = sum(
+            1 for conn in engine.conns.values() for out in conn.core.out_links.values()
+            if out.starved)
         return [row]
 
 
@@ -270,9 +272,9 @@ def router_counts(engine: Engine) -> dict[str, int]:
         "deliveriesIngressRouteContainer": totals["ingress_rc"],
         "deliveriesEgressRouteContainer": totals["egress_rc"],
         "deliveriesRedirectedToFallback": fwd.redirected,
-        "deliveriesDelayed1Sec": 0,
-        "deliveriesDelayed10Sec": 0,
-        "deliveriesStuck": 0,
+        "deliveriesDelayed1Sec": totals["delayed1"],
+        "deliveriesDelayed10Sec": totals["delayed10"],
+        "deliveriesStuck": totals["stuck"],
     }
 
 
@@ -340,7 +342,8 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
         "listener": Listeners(engine),
         "connector": Connectors(engine),
         "connection": Connections(engine),
-        "router.link": RouterLinks(lambda: [c.core for c in engine.conns.values()]),
+        "router.link": RouterLinks(lambda: [c.core for c in engine.conns.values()],
+                                   engine.clock),
         "router.address": RouterAddresses(core),
         "router.node": RouterNodes(core),
         "router.config.address": ConfigAddresses(core),

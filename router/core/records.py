@@ -158,6 +158,8 @@ class InLink:
         "blocked",
         "conn",
         "control",
+        "delayed1",
+        "delayed10",
         "delivered",
         "demand",
         "fallback",
@@ -171,8 +173,10 @@ class InLink:
         "presettled",
         "record",
         "router_link",
+        "stuck",
         "transit",
         "unsettled",
+        "watched",
         "window",
     )
 
@@ -216,6 +220,11 @@ class InLink:
         self.outcomes = [0, 0, 0, 0]
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
+        # Kept by ``router.core.watch`` once a second, never per message.
+        self.watched: dict[Transfer | Fanout, tuple[float, bool]] = {}
+        self.delayed1 = 0
+        self.delayed10 = 0
+        self.stuck = 0
         # Inter-router links: ``router_link`` is the connection's RouterLink;
         # ``control`` marks the router-control link; ``transit`` links get
         # their credit back as soon as a delivery is forwarded (reference 5.2).
@@ -245,6 +254,8 @@ class OutLink:
         "capacity",
         "conn",
         "credit",
+        "delayed1",
+        "delayed10",
         "delivered",
         "dropped_presettled",
         "handle",
@@ -256,7 +267,11 @@ class OutLink:
         "presettled",
         "queue",
         "record",
+        "starved",
+        "starved_since",
+        "stuck",
         "unsettled",
+        "watched",
     )
 
     def __init__(
@@ -293,6 +308,14 @@ class OutLink:
         self.presettled = 0
         self.dropped_presettled = 0
         self.outcomes = [0, 0, 0, 0]
+        # Kept by ``router.core.watch`` once a second, never per message:
+        # ages of unsettled deliveries, and since when credit has been zero.
+        self.watched: dict[Transfer | Fanout, tuple[float, bool]] = {}
+        self.delayed1 = 0
+        self.delayed10 = 0
+        self.stuck = 0
+        self.starved_since: float | None = None
+        self.starved = False
 
     @property
     def load(self) -> int:
@@ -472,7 +495,7 @@ def count_outcome(link: InLink | OutLink | RoutedEnd, state: int) -> None:
 
 #: The router-wide delivery totals ``tally`` adds to (management's ``router`` entity).
 TALLY_KEYS = ("accepted", "rejected", "released", "modified", "presettled", "ingress",
-              "egress", "ingress_rc", "egress_rc")
+              "egress", "ingress_rc", "egress_rc", "delayed1", "delayed10", "stuck")
 
 
 def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
@@ -488,6 +511,9 @@ def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
         totals["modified"] += mod
         totals["presettled"] += link.presettled
         totals["ingress"] += link.delivered
+        totals["delayed1"] += link.delayed1
+        totals["delayed10"] += link.delayed10
+        totals["stuck"] += link.stuck
         if container:
             totals["ingress_rc"] += link.delivered
     else:
@@ -500,5 +526,9 @@ def describe_counters(link: InLink | OutLink | RoutedEnd) -> str:
     """The counters as qdrouterd's link-close log line shows them."""
     acc, rej, rel, mod = link.outcomes
     dropped = link.dropped_presettled if isinstance(link, OutLink) else 0
-    return (f"del={link.delivered} presett={link.presettled} psdrop={dropped} "
+    line = (f"del={link.delivered} presett={link.presettled} psdrop={dropped} "
             f"acc={acc} rej={rej} rel={rel} mod={mod}")
+    if isinstance(link, RoutedEnd):
+        return line
+    blocked = "yes" if isinstance(link, OutLink) and link.starved else "no"
+    return f"{line} delay1={link.delayed1} delay10={link.delayed10} blocked={blocked}"

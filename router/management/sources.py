@@ -16,6 +16,7 @@ from addressing import AddressError
 from autolink import AutoLinkError
 from linkroute import LinkRouteError
 from router.core import AddressRecord, Connection, Effect, InLink, OutLink, Role, Router
+from router.core.watch import Watch
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
 
 __all__ = [
@@ -38,8 +39,8 @@ def _links(connections: Iterable[Connection]) -> Iterator[InLink | OutLink]:
         yield from conn.out_links.values()
 
 
-def link_row(link: InLink | OutLink) -> Row:
-    """The ``router.link`` attributes of one link."""
+def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
+    """The ``router.link`` attributes of one link (``now`` for its zero-credit time)."""
     incoming = isinstance(link, InLink)
     conn = link.conn
     if conn.role is Role.INTER_ROUTER:
@@ -64,11 +65,12 @@ def link_row(link: InLink | OutLink) -> Row:
         "deliveryCount": link.delivered,
         "presettledCount": link.presettled,
         "droppedPresettledCount": 0 if isinstance(link, InLink) else link.dropped_presettled,
-        "deliveriesDelayed1Sec": 0,
-        "deliveriesDelayed10Sec": 0,
-        "deliveriesStuck": 0,
+        "deliveriesDelayed1Sec": link.delayed1,
+        "deliveriesDelayed10Sec": link.delayed10,
+        "deliveriesStuck": link.stuck,
         "creditAvailable": None if isinstance(link, InLink) else link.credit,
-        "zeroCreditSeconds": 0,
+        "zeroCreditSeconds": 0 if isinstance(link, InLink)
+        else Watch.zero_credit_seconds(link, now),
         "settleRate": 0,
         "priority": None,
         "connectionId": str(conn.conn_id),
@@ -81,11 +83,14 @@ def link_row(link: InLink | OutLink) -> Row:
 class RouterLinks(ReadOnly):
     """``router.link``: every link of every open connection."""
 
-    def __init__(self, connections: Callable[[], Iterable[Connection]]) -> None:
+    def __init__(self, connections: Callable[[], Iterable[Connection]],
+                 clock: Callable[[], float]) -> None:
         self._connections = connections
+        self._clock = clock
 
     def rows(self) -> Iterable[Row]:
-        return [link_row(link) for link in _links(self._connections())]
+        now = self._clock()
+        return [link_row(link, now) for link in _links(self._connections())]
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
         # qdrouterd accepts adminStatus and does nothing with it (quirk 17).

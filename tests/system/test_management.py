@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -140,3 +141,42 @@ def test_bad_requests_get_an_error_status(mgmt: Management, properties: dict[str
     assert mgmt.request(body, **properties)[:2] == (status, description)
     # The router keeps serving.
     assert mgmt.request(operation="GET-MGMT-NODES", name="self")[0] == 200
+
+
+def test_stuck_and_delayed_deliveries_and_blocked_links_are_counted(hop: Hop,
+                                                                     mgmt: Management) -> None:
+    conn = connect(hop.url)
+    receiver = conn.create_receiver("slow", credit=5)
+    idle = conn.create_receiver("starved", credit=0)
+    assert idle is not None
+    sender = conn.create_sender("slow")
+    conn.wait(lambda: sender.link.credit > 0, timeout=10)
+    delivery = send_async(sender, "held")
+    assert receiver.receive(timeout=10).body == "held"  # received, never settled
+    hop.wait_log(r"\[C\d+\]\[L\d+\] 1 delivery unsettled for more than 10 seconds",
+                 timeout=20)
+    links = {(row["linkDir"], row["owningAddr"]): row for row in mgmt.query(
+        "router.link", "linkDir", "owningAddr", "deliveriesStuck", "zeroCreditSeconds")}
+    assert links[("in", "M0slow")]["deliveriesStuck"] == 1
+    assert links[("out", "M0slow")]["deliveriesStuck"] == 1
+    hop.wait_log(r"Link blocked with zero credit for 10 seconds", timeout=10)
+    [starved] = [row for row in mgmt.query("router.link", "owningAddr", "zeroCreditSeconds")
+                 if row["owningAddr"] == "M0starved"]
+    assert starved["zeroCreditSeconds"] >= 10
+    receiver.accept()
+    assert wait_settled(conn, delivery) == Delivery.ACCEPTED
+    time.sleep(2.5)  # the next sweeps see it settled
+
+    def delayed() -> dict[str, object]:
+        [row] = [r for r in mgmt.query("router.link", "linkDir", "owningAddr",
+                                       "deliveriesDelayed1Sec", "deliveriesDelayed10Sec")
+                 if (r["linkDir"], r["owningAddr"]) == ("in", "M0slow")]
+        return row
+
+    assert delayed()["deliveriesDelayed10Sec"] == 1
+    assert delayed()["deliveriesDelayed1Sec"] == 0
+    [router] = mgmt.query("router", "deliveriesStuck", "deliveriesDelayed10Sec", "linksBlocked")
+    # Blocked: the starved receiver, and this management client's reply
+    # link, which (prefetch 1) has no credit between requests.
+    assert router == {"deliveriesStuck": 1, "deliveriesDelayed10Sec": 1, "linksBlocked": 2}
+    conn.close()

@@ -1,0 +1,74 @@
+"""Delivery ages and zero credit from the once-a-second sweep (reference 6.6)."""
+
+from __future__ import annotations
+
+from router.core import Connection, ConnectionId, InLink, LinkId, OutLink, Transfer
+from router.core.watch import Watch
+
+
+def links() -> tuple[InLink, OutLink]:
+    conn = Connection(ConnectionId(1))
+    incoming = InLink(LinkId(1), conn, name="in", address="q", record=None)
+    outgoing = OutLink(LinkId(2), conn, name="out", address="q", record=None)
+    return incoming, outgoing
+
+
+def settle_after(seconds: int, watch: Watch, link: InLink, start: float = 100.0) -> None:
+    """A delivery arrives just after the sweep at ``start`` and is settled
+    ``seconds`` later, with a sweep every second in between."""
+    transfer = Transfer(object(), link)
+    watch.sweep([link], start)
+    link.unsettled[object()] = transfer
+    for tick in range(1, seconds + 1):
+        watch.sweep([link], start + tick)
+    link.unsettled.clear()
+    watch.sweep([link], start + seconds + 1)
+
+
+def test_a_delivery_settled_within_the_second_is_not_delayed() -> None:
+    incoming, _ = links()
+    watch = Watch()
+    settle_after(0, watch, incoming)
+    assert (incoming.delayed1, incoming.delayed10, incoming.stuck) == (0, 0, 0)
+    assert incoming.watched == {}
+
+
+def test_deliveries_settled_late_count_as_delayed_by_their_age() -> None:
+    incoming, _ = links()
+    watch = Watch()
+    settle_after(3, watch, incoming)
+    assert (incoming.delayed1, incoming.delayed10) == (1, 0)
+    settle_after(12, watch, incoming, start=200.0)
+    assert (incoming.delayed1, incoming.delayed10) == (1, 1)
+
+
+def test_a_stuck_delivery_is_flagged_once() -> None:
+    incoming, _ = links()
+    watch = Watch(stuck_s=10.0)
+    incoming.unsettled[object()] = Transfer(object(), incoming)
+    newly = [watch.sweep([incoming], float(t)).stuck for t in range(0, 15)]
+    flagged = [found for found in newly if found]
+    assert flagged == [[(incoming, 1)]], "reported in one sweep only"
+    assert incoming.stuck == 1
+
+
+def test_queued_copies_on_an_outgoing_link_age_too() -> None:
+    incoming, outgoing = links()
+    watch = Watch(stuck_s=2.0)
+    transfer = Transfer(object(), incoming)
+    outgoing.queue.append((b"m", transfer))
+    outgoing.queue.append((b"presettled", None))
+    for t in range(4):
+        watch.sweep([outgoing], float(t))
+    assert outgoing.stuck == 1 and list(outgoing.watched) == [transfer]
+
+
+def test_an_outgoing_link_without_credit_is_blocked_once_until_credit_returns() -> None:
+    _, outgoing = links()
+    watch = Watch(blocked_s=10.0)
+    blocked = [watch.sweep([outgoing], float(t)).blocked for t in range(0, 13)]
+    assert [t for t, found in enumerate(blocked) if found] == [10]
+    assert outgoing.starved and Watch.zero_credit_seconds(outgoing, 12.0) == 12
+    outgoing.credit = 5
+    assert watch.sweep([outgoing], 13.0).blocked == []
+    assert not outgoing.starved and Watch.zero_credit_seconds(outgoing, 13.0) == 0
