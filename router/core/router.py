@@ -193,12 +193,17 @@ class Router(AutoLinking):
     def _bind(self, key: RoutingKey, address: str, distribution: Distribution,
               spec: AddressSpec | None) -> AddressRecord | None:
         """The record a link to ``address`` binds to: mobile addresses take
-        their treatment, local ones (dynamic, ``_local/``) are balanced, and
-        other classes cannot be bound (reference 4.4)."""
+        their treatment, local ones (dynamic, ``_local/``) are balanced, a
+        known router's address binds to that router's record, and other
+        classes cannot be bound (reference 4.4)."""
         if key.cls is AddressClass.MOBILE:
             return self._record(key.key, address, distribution, spec)
         if key.cls is AddressClass.LOCAL:
             return self._record(key.key, address, Distribution.BALANCED, spec)
+        if key.cls is AddressClass.ROUTER:
+            # Another router's node (``_topo/0/B/$management``): its record
+            # exists while the router is reachable.
+            return self.records.get(key.key)
         return None
 
     def _release(self, record: AddressRecord) -> None:

@@ -141,10 +141,15 @@ class RouterAddresses(ReadOnly):
 
 
 class RouterNodes(ReadOnly):
-    """``router.node``: every router of the network (interior mode only)."""
+    """``router.node``: every router of the network (interior mode only).
 
-    def __init__(self, router: Router) -> None:
+    ``to_epoch`` turns the core's clock into epoch seconds (``lastTopoChange``).
+    """
+
+    def __init__(self, router: Router,
+                 to_epoch: Callable[[float], float] = lambda t: t) -> None:
         self._router = router
+        self._to_epoch = to_epoch
 
     def rows(self) -> Iterable[Row]:
         network = self._router.network
@@ -167,7 +172,7 @@ class RouterNodes(ReadOnly):
                 "routerLink": None if node.link_id is None else str(node.link_id),
                 "cost": node.cost,
                 "lastTopoChange": None if node.last_topology_change is None
-                else int(node.last_topology_change),
+                else int(self._to_epoch(node.last_topology_change)),
             })
         return rows
 

@@ -9,8 +9,10 @@ import pytest
 from proton import Delivery
 
 from tests.system.clients import connect, send_async, wait_settled
+from tests.system.conftest import StartRouter
 from tests.system.harness import Hop
 from tests.system.mgmt import PREFIX, Management
+from tests.system.network import start_network
 
 
 @pytest.fixture
@@ -180,3 +182,23 @@ def test_stuck_and_delayed_deliveries_and_blocked_links_are_counted(hop: Hop,
     # link, which (prefetch 1) has no credit between requests.
     assert router == {"deliveriesStuck": 1, "deliveriesDelayed10Sec": 1, "linksBlocked": 2}
     conn.close()
+
+
+def test_another_routers_agent_is_reached_through_the_network(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, {"A": [], "B": ["A"]})
+    remote = Management(net.url("A"), address="_topo/0/B/$management")
+    try:
+        [router] = remote.query("router", "id")
+        assert router == {"id": "B"}
+        nodes = {row["id"]: row for row in remote.query("router.node", "id", "nextHop",
+                                                        "cost")}
+        assert nodes["A"]["cost"] == 1 and nodes["A"]["nextHop"] is None
+    finally:
+        remote.close()
+    local = Management(net.url("A"))
+    try:
+        _, _, nodes = local.request(operation="GET-MGMT-NODES", name="self")
+        assert nodes == ["amqp:/_topo/0/B/$management"]
+    finally:
+        local.close()
