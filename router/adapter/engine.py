@@ -37,8 +37,9 @@ from router.adapter.connections import (
 )
 from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
-from router.adapter.managed import build_agent
+from router.adapter.managed import build_agent, router_counts
 from router.adapter.management import ManagementNode
+from router.adapter.metrics import HttpServer
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.adapter.settling import settle_with
@@ -113,6 +114,9 @@ class Engine(Lifecycle):
         self._next_tick = 0.0
         self.management: ManagementNode | None = None
         self.watch = Watch()
+        self.http: HttpServer | None = None
+        # The ``router`` entity's row, for /metrics (management sets the full one).
+        self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
 
     # -- start and stop --------------------------------------------------------
 
@@ -133,6 +137,8 @@ class Engine(Lifecycle):
             raise
         sock.setblocking(False)
         listener = Listener(settings, sock)
+        if settings.http and self.http is None:
+            self.http = HttpServer.for_engine(self, lambda: self.router_row())
         self.listeners[sock.fileno()] = listener
         self.epoll.register(sock.fileno(), select.EPOLLIN)
         return listener
@@ -187,8 +193,12 @@ class Engine(Lifecycle):
     def enable_management(self, section: conf.RouterSection,
                           ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> None:
         """Serve the management agent at ``$management`` and ``_local/$management``."""
-        agent = build_agent(self, section, self.router_id, ssl_profiles)
+        agent, self.router_row = build_agent(self, section, self.router_id, ssl_profiles)
         self.management = ManagementNode(self.router, self.forwarder, agent, self.apply)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def wakeup_fd(self) -> int:
         """A descriptor that wakes the loop when written (for signal.set_wakeup_fd)."""
@@ -224,9 +234,15 @@ class Engine(Lifecycle):
                 if mask & select.EPOLLOUT:
                     self.dirty.add(conn)
             elif fd in self.listeners:
-                self._accept(self.listeners[fd])
+                listener = self.listeners[fd]
+                if listener.settings.http and self.http is not None:
+                    self.http.accept(listener)
+                else:
+                    self._accept(listener)
             elif fd in self.connecting:
                 self._connected(self.connecting.pop(fd))
+            elif self.http is not None and fd in self.http.conns:
+                self.http.ready(fd, mask)
             else:
                 self._drain_wakeup()
         now = self.clock()
@@ -262,6 +278,8 @@ class Engine(Lifecycle):
         for listener in self.listeners.values():
             listener.sock.close()
         self.listeners.clear()
+        if self.http is not None:
+            self.http.close_all()
 
     # -- sockets ---------------------------------------------------------------
 
@@ -438,6 +456,8 @@ class Engine(Lifecycle):
         for conn in list(self.conns.values()):
             self._tick_one(conn, now)
         self._watch_links(now)
+        if self.http is not None:
+            self.http.tick(now)
 
     def _watch_links(self, now: float) -> None:
         """Once a second: ages of unsettled deliveries, links without credit."""

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import conf
@@ -238,6 +238,8 @@ class RouterEntity(ReadOnly):
         row["autoLinkCount"] = len(core.autolinks)
         row["addrCount"] = len(core.records)
         row["connectionCount"] = len(engine.conns)
+        row["linkCount"] = sum(len(c.core.in_links) + len(c.core.out_links) + len(c.core.routed)
+                               for c in engine.conns.values())
         row["nodeCount"] = 0 if core.network is None \
             else len(core.network.protocol.node_table()) - 1
         row["linksBlocked"] = row["blockedLinkCount"] = sum(
@@ -334,18 +336,21 @@ class LogStats(ReadOnly):
 
 
 def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
-                ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> Agent:
-    """The agent over every entity source of this router."""
+                ssl_profiles: Iterable[conf.SslProfileSection] = ()
+                ) -> tuple[Agent, Callable[[], Row]]:
+    """The agent over every entity source of this router, and a reader of
+    the ``router`` entity's row (for the metrics)."""
     core: Router = engine.router
+    router_entity = RouterEntity(engine, section, router_id)
     sources: dict[str, EntitySource] = {
-        "router": RouterEntity(engine, section, router_id),
+        "router": router_entity,
         "listener": Listeners(engine),
         "connector": Connectors(engine),
         "connection": Connections(engine),
         "router.link": RouterLinks(lambda: [c.core for c in engine.conns.values()],
                                    engine.clock),
         "router.address": RouterAddresses(core),
-        "router.node": RouterNodes(core),
+        "router.node": RouterNodes(core, lambda t: time.time() - (engine.clock() - t)),
         "router.config.address": ConfigAddresses(core),
         "router.config.linkRoute": ConfigLinkRoutes(core, engine.clock),
         "router.config.autoLink": ConfigAutoLinks(core),
@@ -357,7 +362,8 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
         if core.network is None:
             return []
         return [f"amqp:/_topo/0/{node.id}/$management"
-                for node in core.network.protocol.node_table()]
+                for node in core.network.protocol.node_table() if not node.is_self]
 
-    return Agent(sources, mgmt_nodes=mgmt_nodes,
-                 log_records=lambda: list(logs.RECORDER.records))
+    agent = Agent(sources, mgmt_nodes=mgmt_nodes,
+                  log_records=lambda: list(logs.RECORDER.records))
+    return agent, lambda: next(iter(router_entity.rows()))

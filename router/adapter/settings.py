@@ -31,6 +31,10 @@ class ListenerSettings:
     link_capacity: int = 250
     strip_in: bool = True
     strip_out: bool = True
+    #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
+    http: bool = False
+    metrics: bool = True
+    healthz: bool = True
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -93,6 +97,9 @@ def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
         initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
+        http=section.http,
+        metrics=section.metrics,
+        healthz=section.healthz,
         **_connection_settings(section),
     )
 

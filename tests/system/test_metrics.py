@@ -1,0 +1,99 @@
+"""HTTP listeners: Prometheus text at /metrics and a health check at /healthz."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+
+from prometheus_client.parser import text_string_to_metric_families
+from proton import Delivery
+
+from tests.system.clients import connect, send_async, wait_settled
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop, router_conf
+
+HTTP_LISTENER = """\
+listener {
+    host: 127.0.0.1
+    port: 0
+    http: yes
+}
+"""
+
+
+def start(start_router: StartRouter, extra: str = HTTP_LISTENER) -> tuple[Hop, int]:
+    hop = start_router(router_conf(extra), listeners=2)
+    return hop, hop.ports[1]
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str, dict[str, float]]:
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        client.request("GET", path)
+        response = client.getresponse()
+        text = response.read().decode()
+    finally:
+        client.close()
+    samples: dict[str, float] = {}
+    if response.status == 200 and path == "/metrics":
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return response.status, response.getheader("Content-Type") or "", samples
+
+
+def test_metrics_count_a_known_traffic_pattern(start_router: StartRouter) -> None:
+    hop, port = start(start_router)
+    conn = connect(hop.url)
+    receiver = conn.create_receiver("metered", credit=20)
+    sender = conn.create_sender("metered")
+    conn.wait(lambda: sender.link.credit > 0, timeout=10)
+    deliveries = [send_async(sender, i) for i in range(15)]
+    for n in range(15):
+        receiver.receive(timeout=10)
+        if n < 10:
+            receiver.accept()
+        elif n < 13:
+            receiver.reject()
+        else:
+            receiver.release(delivered=False)
+    assert [wait_settled(conn, d) for d in deliveries] == \
+        [Delivery.ACCEPTED] * 10 + [Delivery.REJECTED] * 3 + [Delivery.RELEASED] * 2
+    status, content_type, samples = scrape(port)
+    assert status == 200 and content_type.startswith("text/plain")
+    assert samples["qdr_accepted_deliveries_total"] == 10
+    assert samples["qdr_rejected_deliveries_total"] == 3
+    assert samples["qdr_released_deliveries_total"] == 2
+    assert samples["qdr_deliveries_ingress_total"] == 15
+    assert samples["hop_address_deliveries_ingress_total{address=M0metered}"] == 15
+    assert samples["hop_address_deliveries_egress_total{address=M0metered}"] == 15
+    assert samples["hop_address_consumers{address=M0metered}"] == 1
+    assert samples["hop_link_accepted_total{dir=out,type=endpoint}"] == 10
+    assert samples["hop_connections{role=normal}"] == 1
+    assert samples["qdr_connections_total"] == 1
+    assert samples["process_resident_memory_bytes"] > 0
+    conn.close()
+
+
+def test_healthz_and_unknown_paths(start_router: StartRouter) -> None:
+    _, port = start(start_router)
+    assert scrape(port, "/healthz")[0] == 200
+    assert scrape(port, "/nothing")[0] == 404
+
+
+def test_metrics_can_be_turned_off(start_router: StartRouter) -> None:
+    _, port = start(start_router, HTTP_LISTENER.replace("http: yes", "http: yes\n    metrics: no"))
+    assert scrape(port)[0] == 404
+    assert scrape(port, "/healthz")[0] == 200
+
+
+def test_garbage_gets_400_and_the_router_keeps_serving(start_router: StartRouter) -> None:
+    hop, port = start(start_router)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"\x00\x01 NOT HTTP AT ALL\r\n\r\n")
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400")
+    assert scrape(port)[0] == 200
+    conn = connect(hop.url)
+    conn.close()
