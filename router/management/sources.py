@@ -93,7 +93,12 @@ class RouterLinks(ReadOnly):
         return [link_row(link, now) for link in _links(self._connections())]
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
-        # qdrouterd accepts adminStatus and does nothing with it (quirk 17).
+        # qdrouterd accepts any adminStatus and does nothing with it (quirk
+        # 17); Hop says so instead of pretending.
+        status = attributes.get("adminStatus", "enabled")
+        if status != "enabled":
+            raise ManagementError(501, f"Setting a link's adminStatus to {status!r} is not "
+                                       "supported; close its connection instead")
         return Changed(row=row)
 
 
