@@ -99,11 +99,14 @@ class ManagementNode:
             log.warning("management request dropped: %s", exc)
             self.forwarder.consumed(ref, REJECTED)
             return
-        self.forwarder.consumed(ref, ACCEPTED)
         if request.reply_to is None:
-            self.dropped += 1  # qdrouterd drops requests without reply-to too
-            log.info("management request without reply-to dropped")
+            # Nowhere to send a status: the sender learns it from the outcome
+            # (qdrouterd accepts such a request and drops it silently).
+            self.dropped += 1
+            log.info("management request without reply-to rejected")
+            self.forwarder.consumed(ref, REJECTED)
             return
+        self.forwarder.consumed(ref, ACCEPTED)
         response = self.agent.handle(request)
         if response.effects:
             self.apply(list(response.effects))

@@ -202,3 +202,13 @@ def test_another_routers_agent_is_reached_through_the_network(
         assert nodes == ["amqp:/_topo/0/B/$management"]
     finally:
         local.close()
+
+
+def test_a_request_without_reply_to_is_rejected(hop: Hop, mgmt: Management) -> None:
+    conn = connect(hop.url)
+    sender = conn.create_sender("$management")
+    delivery = send_async(sender, None, properties={"operation": "GET-TYPES",
+                                                    "name": "self"})
+    assert wait_settled(conn, delivery) == Delivery.REJECTED
+    conn.close()
+    assert mgmt.request(operation="GET-MGMT-NODES", name="self")[0] == 200
