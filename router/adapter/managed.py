@@ -80,7 +80,7 @@ class Connections(ReadOnly):
                 "tenant": None,
                 "uptimeSeconds": int(now - conn.started),
                 "lastDlvSeconds": None,
-                "properties": {},
+                "properties": _remote_properties(conn.pn_conn) if conn.opened else {},
             })
         return rows
 
@@ -100,6 +100,15 @@ class Connections(ReadOnly):
                 self._engine.close_connection(conn, "Connection closed by management")
                 return Changed(row={**row, "adminStatus": "deleted", "operStatus": "closing"})
         raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+def _remote_properties(pn_conn: object) -> dict[str, object]:
+    """The peer's OPEN properties, keys as text (a management row holds no symbols)."""
+    props = getattr(pn_conn, "remote_properties", None)
+    if not isinstance(props, dict):
+        return {}
+    return {str(k): v if isinstance(v, str | int | float | bool) or v is None else str(v)
+            for k, v in props.items()}
 
 
 class Listeners(ReadOnly):

@@ -6,7 +6,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from proton import Delivery
+from proton import Delivery, symbol
+from proton.utils import BlockingConnection
 
 from tests.system.clients import connect, send_async, wait_settled
 from tests.system.conftest import StartRouter
@@ -45,6 +46,17 @@ def test_query_lists_the_agents_own_addresses_and_the_connection(mgmt: Managemen
     assert {"name": "L$management", "distribution": "closest", "inProcess": 1} in addresses
     connections = mgmt.query("connection", "identity", "dir", "role", "opened")
     assert connections == [{"identity": "1", "dir": "in", "role": "normal", "opened": True}]
+    described = BlockingConnection(mgmt.conn.url, timeout=10,
+                                   properties={symbol("app"): "tester"})
+    try:
+        [details] = [c for c in mgmt.query("connection", "properties", "isEncrypted", "sasl",
+                                           "host", "container")
+                     if c["container"] == described.conn.container]
+    finally:
+        described.close()
+    assert details["properties"] == {"app": "tester"}
+    assert details["isEncrypted"] is False and details["sasl"] == "ANONYMOUS"
+    assert details["host"].startswith("127.0.0.1:")
 
 
 def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> None:
