@@ -93,3 +93,25 @@ def send_settled(conn: BlockingConnection, sender: BlockingSender, bodies: list[
     conn.wait(lambda: all(d.settled for d in deliveries), timeout=timeout,
               msg=f"{len(deliveries)} deliveries settled")
     return [int(d.remote_state) for d in deliveries]
+
+
+#: The outcomes ``known_pattern`` gives: 10 accepted, 3 rejected, 2 released.
+KNOWN_PATTERN = [Delivery.ACCEPTED] * 10 + [Delivery.REJECTED] * 3 + [Delivery.RELEASED] * 2
+
+
+def known_pattern(conn: BlockingConnection, address: str) -> list[int]:
+    """Send 15 messages to ``address`` through one consumer that accepts 10,
+    rejects 3 and releases 2; return the outcomes the producer saw."""
+    receiver = conn.create_receiver(address, credit=len(KNOWN_PATTERN))
+    sender = conn.create_sender(address)
+    conn.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT_S)
+    deliveries = [send_async(sender, n) for n in range(len(KNOWN_PATTERN))]
+    for outcome in KNOWN_PATTERN:
+        receiver.receive(timeout=TIMEOUT_S)
+        if outcome == Delivery.ACCEPTED:
+            receiver.accept()
+        elif outcome == Delivery.REJECTED:
+            receiver.reject()
+        else:
+            receiver.release(delivered=False)
+    return [wait_settled(conn, d) for d in deliveries]

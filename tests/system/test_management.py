@@ -9,7 +9,7 @@ import pytest
 from proton import Delivery, symbol
 from proton.utils import BlockingConnection
 
-from tests.system.clients import connect, send_async, wait_settled
+from tests.system.clients import KNOWN_PATTERN, connect, known_pattern, send_async, wait_settled
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop
 from tests.system.mgmt import PREFIX, Management
@@ -61,21 +61,7 @@ def test_query_lists_the_agents_own_addresses_and_the_connection(mgmt: Managemen
 
 def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> None:
     conn = connect(hop.url)
-    receiver = conn.create_receiver("counted", credit=200)
-    sender = conn.create_sender("counted")
-    conn.wait(lambda: sender.link.credit > 0, timeout=10)
-    deliveries = [send_async(sender, i) for i in range(15)]
-    outcomes = [receiver.receive(timeout=10) for _ in range(15)]
-    assert len(outcomes) == 15
-    for n in range(15):
-        if n < 10:
-            receiver.accept()
-        elif n < 13:
-            receiver.reject()
-        else:
-            receiver.release(delivered=False)
-    states = [wait_settled(conn, d) for d in deliveries]
-    assert states == [Delivery.ACCEPTED] * 10 + [Delivery.REJECTED] * 3 + [Delivery.RELEASED] * 2
+    assert known_pattern(conn, "counted") == KNOWN_PATTERN
     links = {(row["linkDir"], row["owningAddr"]): row for row in mgmt.query(
         "router.link", "linkDir", "owningAddr", "deliveryCount", "acceptedCount",
         "rejectedCount", "releasedCount")}

@@ -6,9 +6,8 @@ import http.client
 import socket
 
 from prometheus_client.parser import text_string_to_metric_families
-from proton import Delivery
 
-from tests.system.clients import connect, send_async, wait_settled
+from tests.system.clients import KNOWN_PATTERN, connect, known_pattern
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
 
@@ -46,20 +45,7 @@ def scrape(port: int, path: str = "/metrics") -> tuple[int, str, dict[str, float
 def test_metrics_count_a_known_traffic_pattern(start_router: StartRouter) -> None:
     hop, port = start(start_router)
     conn = connect(hop.url)
-    receiver = conn.create_receiver("metered", credit=20)
-    sender = conn.create_sender("metered")
-    conn.wait(lambda: sender.link.credit > 0, timeout=10)
-    deliveries = [send_async(sender, i) for i in range(15)]
-    for n in range(15):
-        receiver.receive(timeout=10)
-        if n < 10:
-            receiver.accept()
-        elif n < 13:
-            receiver.reject()
-        else:
-            receiver.release(delivered=False)
-    assert [wait_settled(conn, d) for d in deliveries] == \
-        [Delivery.ACCEPTED] * 10 + [Delivery.REJECTED] * 3 + [Delivery.RELEASED] * 2
+    assert known_pattern(conn, "metered") == KNOWN_PATTERN
     status, content_type, samples = scrape(port)
     assert status == 200 and content_type.startswith("text/plain")
     assert samples["qdr_accepted_deliveries_total"] == 10
