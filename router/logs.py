@@ -191,6 +191,15 @@ def update(spec: LogSpec) -> None:
     configure(specs.values())
 
 
+def reopen() -> None:
+    """Close and open again every log file (SIGHUP, after logrotate moved them).
+
+    Raises:
+        OSError: a file cannot be opened; the handlers in force are kept.
+    """
+    configure(_current.values())
+
+
 def configure(specs: Iterable[LogSpec]) -> None:
     """Install handlers for the given ``log`` sections (replacing earlier ones).
 

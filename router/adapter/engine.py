@@ -81,7 +81,8 @@ class Engine(Lifecycle):
 
     def __init__(self, *, router: Router, router_id: str, listeners: list[ListenerSettings],
                  connectors: list[ConnectorSettings] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shutdown_grace_s: float = 0.0) -> None:
         super().__init__()
         self.router = router
         self.router_id = router_id
@@ -101,7 +102,14 @@ class Engine(Lifecycle):
         # touches (a disposition or settlement raises no PN_TRANSPORT event).
         self.dirty: set[Conn] = self.forwarder.dirty
         self._next_conn_id = 0
-        self._stopping = False
+        # Graceful shutdown: how many stop requests came, how long in-flight
+        # deliveries may take to settle, and until when (set once draining).
+        self._stop_requests = 0
+        self.shutdown_grace_s = shutdown_grace_s
+        self._drain_until: float | None = None
+        #: Called once when the graceful shutdown begins (systemd STOPPING=1).
+        self.on_drain: Callable[[], None] | None = None
+        self._deferred: list[Callable[[], None]] = []
         self._rbuf = bytearray(_IO_BUFFER)
         self._rcbuf = ffi.from_buffer(self._rbuf)
         self._wbuf = bytearray(_IO_BUFFER)
@@ -198,27 +206,68 @@ class Engine(Lifecycle):
 
     @property
     def stopping(self) -> bool:
-        return self._stopping
+        return self._stop_requests > 0
 
     def wakeup_fd(self) -> int:
         """A descriptor that wakes the loop when written (for signal.set_wakeup_fd)."""
         return self._wake_w.fileno()
 
-    def stop(self) -> None:
-        self._stopping = True
+    def _wake(self) -> None:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
+    def stop(self) -> None:
+        """Begin the graceful shutdown; a second call ends its grace period at
+        once.  Safe in a signal handler: it only counts and wakes the loop."""
+        self._stop_requests += 1
+        self._wake()
+
+    def defer(self, call: Callable[[], None]) -> None:
+        """Run ``call`` in the loop at its next wake-up (from a signal handler)."""
+        self._deferred.append(call)
+        self._wake()
+
     def run(self) -> None:
-        """Serve until ``stop()``; then close every connection and socket."""
-        while not self._stopping:
+        """Serve until ``stop()``; drain for the grace period; close everything."""
+        while True:
             now = self.clock()
             wake = self._next_tick
+            if self._stop_requests:
+                if self._drain_until is None:
+                    self._begin_drain(now)
+                assert self._drain_until is not None
+                if self._stop_requests > 1 or now >= self._drain_until or self._drained():
+                    break
+                wake = min(wake, self._drain_until)
             deadline = self.router.next_deadline()
             if deadline is not None:
                 wake = min(wake, deadline)
             self.run_once(max(0.0, min(wake - now, _TICK_S)))
         self._shutdown()
+
+    def _begin_drain(self, now: float) -> None:
+        """Stop accepting connections and granting credit; let what is in
+        flight settle until the grace period ends."""
+        self._drain_until = now + self.shutdown_grace_s
+        for listener in list(self.listeners.values()):
+            self.close_listener(listener)
+        for connector in self.connectors:
+            connector.retry_at = None
+        self.forwarder.frozen = True
+        unsettled = self._unsettled()
+        server_log.log(logs.NOTICE, "Shutting down: %d unsettled deliver%s may settle for up "
+                       "to %g s", unsettled, "y" if unsettled == 1 else "ies",
+                       self.shutdown_grace_s)
+        if self.on_drain is not None:
+            self.on_drain()
+
+    def _unsettled(self) -> int:
+        return sum(len(il.unsettled) for conn in self.conns.values()
+                   for il in conn.core.in_links.values())
+
+    def _drained(self) -> bool:
+        return all(not il.unsettled for conn in self.conns.values()
+                   for il in conn.core.in_links.values())
 
     def run_once(self, timeout: float) -> None:
         """One wake-up: wait up to ``timeout`` s for I/O, then handle all of it."""
@@ -226,6 +275,10 @@ class Engine(Lifecycle):
             ready = self.epoll.poll(timeout)
         except InterruptedError:
             return
+        if self._deferred:
+            deferred, self._deferred = self._deferred, []
+            for call in deferred:
+                call()
         for fd, mask in ready:
             conn = self.conns.get(fd)
             if conn is not None:
@@ -269,9 +322,28 @@ class Engine(Lifecycle):
                 pass
 
     def _shutdown(self) -> None:
+        """Give every producer delivery still unsettled RELEASED, then close
+        every connection with ``amqp:connection:forced``."""
+        released = 0
+        for conn in self.conns.values():
+            if conn.closed:
+                continue
+            for il in conn.core.in_links.values():
+                for d, ref in il.unsettled.items():
+                    ref.in_delivery = None  # a consumer's outcome now goes nowhere
+                    settle_with(d, RELEASED)
+                    released += 1
+                il.unsettled.clear()
+        if released:
+            server_log.info("Shutting down: released %d unsettled deliver%s", released,
+                            "y" if released == 1 else "ies")
         for conn in list(self.conns.values()):
             if not conn.closed:
+                cond = lib.pn_connection_condition(conn.cptr)
+                lib.pn_condition_set_name(cond, b"amqp:connection:forced")
+                lib.pn_condition_set_description(cond, b"Router shutting down")
                 lib.pn_connection_close(conn.cptr)
+                self.dirty.add(conn)
         self.process()
         for conn in list(self.conns.values()):
             self._close(conn)

@@ -389,6 +389,8 @@ class Forwarder(RemoteForwarding, Relay):
         if not dirty:
             return
         self.credit_dirty = set()
+        if self.frozen:
+            return
         for il in dirty:
             if il.blocked or il.handle is None:
                 continue

@@ -92,6 +92,8 @@ class Settling:
 
     def __init__(self) -> None:
         self.credit_dirty: set[InLink] = set()
+        # Set when the router shuts down: no more credit is granted.
+        self.frozen = False
         # Adapter connections (``Connection.handle``) that have output to write.
         self.dirty: set[Any] = set()
         self.dropped_presettled = 0
