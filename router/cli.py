@@ -17,18 +17,20 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import click
 
 import conf
 import router
 from addressing import AddressTable
-from router import logs
+from router import logs, service
 from router.adapter import Engine, connector_settings, listener_settings
 from router.core import Router
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONF_PATH = Path("/etc/hop/hopd.conf")
+DEFAULT_GRACE_S = 5.0
 _TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
 
 
@@ -65,8 +67,41 @@ def _configure_logging(cfg: conf.RouterConf) -> None:
     )
 
 
-def serve(cfg: conf.RouterConf, source: str) -> int:
-    """Run the router described by ``cfg`` until SIGTERM/SIGINT."""
+@attrs.frozen(kw_only=True)
+class ServiceOptions:
+    """How the process runs: detached, its pidfile, its user, its shutdown grace."""
+
+    daemon: bool = False
+    pidfile: str | None = None
+    user: str | None = None
+    shutdown_grace_s: float = DEFAULT_GRACE_S
+
+
+def serve(cfg: conf.RouterConf, source: str,
+          options: ServiceOptions | None = None) -> int:
+    """Run the router described by ``cfg`` until SIGTERM/SIGINT.
+
+    Returns the exit status: 0 after a clean stop, 1 when the router cannot
+    start (a listener cannot listen, the pidfile is taken), 2 for a user it
+    cannot become.
+    """
+    options = options or ServiceOptions()
+    daemon = service.Daemon() if options.daemon else None
+
+    def fail(message: str, status: int = 1) -> int:
+        log.critical("%s", message)
+        if daemon is not None:
+            daemon.failed(status, f"hopd: {message}")
+        return status
+
+    try:
+        if options.pidfile is not None:
+            service.check_pidfile(options.pidfile)
+    except service.ServiceError as exc:
+        click.echo(f"hopd: {exc}", err=True)
+        return exc.status
+    if daemon is not None:
+        daemon.detach()
     mode = cfg.router.mode.value
     router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
     table = AddressTable()
@@ -85,27 +120,62 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
                   allow_resumable_link_route=r.allow_resumable_link_route)
     engine = Engine(router=core, router_id=router_id,
                     listeners=[listener_settings(s) for s in cfg.listeners],
-                    connectors=[connector_settings(s) for s in cfg.connectors])
+                    connectors=[connector_settings(s) for s in cfg.connectors],
+                    shutdown_grace_s=options.shutdown_grace_s)
     engine.enable_management(cfg.router, cfg.ssl_profiles)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              cfg.router.mode.value.capitalize(), router_id, source)
     try:
         bound = engine.bind()
     except OSError as exc:
-        log.critical("Shutting down, required listener failed: %s", exc)
-        return 1
+        return fail(f"Shutting down, required listener failed: {exc}")
     for listener in bound:
         name = f" ({listener.settings.name})" if listener.settings.name else ""
         log.log(logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port, name)
+    try:
+        if options.pidfile is not None:
+            service.write_pidfile(options.pidfile)
+        if options.user is not None:
+            service.drop_privileges(options.user)
+    except service.ServiceError as exc:
+        if options.pidfile is not None:
+            service.remove_pidfile(options.pidfile)
+        return fail(str(exc), exc.status)
     engine.start_connectors()
     signal.set_wakeup_fd(engine.wakeup_fd(), warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, lambda *_: engine.defer(_reopen_logs))
+    engine.on_drain = _notify_stopping
     log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
-    engine.run()
+    service.notify("READY=1", f"STATUS=Operational, router {router_id}, "
+                              f"{len(bound)} listener{'s' if len(bound) != 1 else ''}",
+                   f"MAINPID={os.getpid()}")
+    if daemon is not None:
+        daemon.ready()
+    try:
+        engine.run()
+    finally:
+        if options.pidfile is not None:
+            problem = service.remove_pidfile(options.pidfile)
+            if problem:
+                log.warning("%s", problem)
     log.log(logs.NOTICE, "Shut Down")
     return 0
+
+
+def _notify_stopping() -> None:
+    service.notify("STOPPING=1", "STATUS=Shutting down")
+
+
+def _reopen_logs() -> None:
+    """SIGHUP: reopen every log file (after logrotate moved it)."""
+    try:
+        logs.reopen()
+    except OSError as exc:
+        log.error("Cannot reopen the log files: %s", exc)
+        return
+    log.log(logs.NOTICE, "Log files reopened")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,8 +186,24 @@ def serve(cfg: conf.RouterConf, source: str) -> int:
 @click.option("--check-conf", "check_path", type=click.Path(dir_okay=False),
               help="Validate a configuration file, report every error and exit "
                    "(0 valid, 2 invalid).")
+@click.option("-d", "--daemon", is_flag=True,
+              help="Run in the background; exit 0 once the router is operational (every "
+                   "listener open), or with the error and its status when it cannot start.")
+@click.option("-P", "--pidfile", type=click.Path(dir_okay=False),
+              help="Write the router's process id to this file once operational; removed "
+                   "at exit. A pidfile naming a running hopd refuses the start.")
+@click.option("-U", "--user", help="Run as this user (and its group) once the listeners "
+                                   "are open; hopd must be started as root.")
+@click.option("-I", "--include", "include", multiple=True, metavar="DIR",
+              help="Accepted for compatibility with qdrouterd; has no effect.")
+@click.option("--shutdown-grace", "shutdown_grace_s", type=click.FloatRange(min=0),
+              default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
+              help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
+                   "settle before the rest are released; a second signal ends it at once.")
 @click.version_option(router.__version__, "-v", "--version", prog_name="hopd")
-def hopd(config_path: str | None, check_path: str | None) -> None:
+def hopd(config_path: str | None, check_path: str | None, daemon: bool,
+         pidfile: str | None, user: str | None, include: tuple[str, ...],
+         shutdown_grace_s: float) -> None:
     """Hop, an AMQP 1.0 message router."""
     if check_path is not None:
         try:
@@ -132,10 +218,16 @@ def hopd(config_path: str | None, check_path: str | None) -> None:
     except conf.ConfError as exc:
         _report(exc)
         sys.exit(2)
+    if user is not None and os.geteuid() != 0:
+        click.echo(f"hopd: -U {user} needs hopd to be started as root", err=True)
+        sys.exit(2)
     try:
         _configure_logging(cfg)
     except (ValueError, OSError) as exc:
         click.echo(f"hopd: cannot set up logging: {exc}", err=True)
         sys.exit(2)
     router.RAISE_INTERNAL_ERRORS = os.environ.get("HOP_RAISE_INTERNAL_ERRORS") == "1"
-    sys.exit(serve(cfg, source))
+    options = ServiceOptions(daemon=daemon,
+                             pidfile=os.path.abspath(pidfile) if pidfile else None,
+                             user=user, shutdown_grace_s=shutdown_grace_s)
+    sys.exit(serve(cfg, source, options))
