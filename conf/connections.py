@@ -19,6 +19,7 @@ from conf.types import (
     UINT32_MAX,
     BooleanType,
     EnumType,
+    FloatType,
     IntegerType,
     JsonMapType,
     PortType,
@@ -172,6 +173,24 @@ class _PortHelpers:
         return self.port_number == 0
 
 
+def _check_failover_urls(text: str) -> str | None:
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        entry = entry.split("://", 1)[-1]
+        if entry.startswith("["):  # an IPv6 literal: [::1]:5672
+            host, _, rest = entry[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else "5672"
+        else:
+            host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "5672")
+        if not host:
+            return f"bad failover URL {raw.strip()!r}: no host"
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            return f"bad failover URL {raw.strip()!r}: bad port {port!r}"
+    return None
+
+
 @attrs.frozen(kw_only=True)
 class ListenerSection(Section, _PortHelpers):
     """A ``listener``: where the router accepts connections."""
@@ -255,10 +274,9 @@ class ListenerSection(Section, _PortHelpers):
         default=None,
         metadata=setting(
             "failoverUrls",
-            StringType("string: comma list of [scheme://]host[:port]"),
-            "failover list advertised to clients in OPEN",
+            StringType("string: comma list of [scheme://]host[:port]", _check_failover_urls),
+            "failover list announced to clients in OPEN (failover-server-list)",
             aliases=("failoverList",),
-            ignored="failover lists are not advertised yet",
         ),
     )
     healthz: bool = attrs.field(
@@ -356,6 +374,44 @@ class ConnectorSection(Section, _PortHelpers):
         ),
     )
     policy_vhost: str | None = attrs.field(default=None, metadata=_POLICY_VHOST)
+    failover_urls: str | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "failoverUrls",
+            StringType("string: comma list of [scheme://]host[:port]", _check_failover_urls),
+            "further peers tried in order when the current one is lost or unreachable",
+            aliases=("failoverList",),
+        ),
+    )
+    initial_reconnect_delay: int | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "initialReconnectDelay", IntegerType(0, INT32_MAX),
+            "ms before the first retry (10 when any reconnect option is set; none set: "
+            "qdrouterd's fixed 5 s after a failed attempt, 2 s after a drop)",
+        ),
+    )
+    max_reconnect_delay: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxReconnectDelay", IntegerType(1, INT32_MAX),
+                         "longest wait between attempts, ms (30000)"),
+    )
+    use_exponential_back_off: bool | None = attrs.field(
+        default=None,
+        metadata=setting("useExponentialBackOff", BooleanType(),
+                         "multiply the delay after each failure (yes)"),
+    )
+    back_off_multiplier: float | None = attrs.field(
+        default=None,
+        metadata=setting("backOffMultiplier", FloatType(1.0, 1000.0),
+                         "factor of the exponential back-off (2)"),
+    )
+    max_reconnect_attempts: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxReconnectAttempts", IntegerType(0, INT32_MAX),
+                         "attempts in a row before the connector is marked failed "
+                         "(0: unlimited)"),
+    )
 
     def problems(self) -> list[Problem]:
         return _check_open_properties(self.role, self.open_properties)

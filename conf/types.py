@@ -125,6 +125,41 @@ class IntegerType(ValueType):
         return "integer"
 
 
+class FloatType(ValueType):
+    """A decimal number between ``minimum`` and ``maximum`` inclusive."""
+
+    def __init__(self, minimum: float, maximum: float) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(self, node: Node) -> float:
+        value = node.value
+        if isinstance(value, bool):
+            raise ValueTypeError(f"expected a number, got {describe_kind(node)}")
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                raise ValueTypeError(f"expected a number, got {value!r}") from None
+        else:
+            raise ValueTypeError(f"expected a number, got {describe_kind(node)}")
+        if not self.minimum <= number <= self.maximum:
+            raise ValueTypeError(
+                f"expected a number between {self.minimum:g} and {self.maximum:g}, got {number:g}")
+        return number
+
+    def describe(self) -> str:
+        return f"number {self.minimum:g}..{self.maximum:g}"
+
+    def management_type(self) -> str | tuple[str, ...]:
+        return "float"
+
+    def format(self, value: object) -> str:
+        return repr(value) if isinstance(value, float) else str(value)
+
+
 class BooleanType(ValueType):
     """``yes``/``true``/``on`` or ``no``/``false``/``off`` in any case, or a JSON boolean."""
 

@@ -43,6 +43,7 @@ from conf.fields import Section, schema_fields
 from conf.types import (
     BooleanType,
     EnumType,
+    FloatType,
     IntegerType,
     JsonMapType,
     PortType,
@@ -98,6 +99,7 @@ SPECIAL_STRINGS: dict[str, st.SearchStrategy[str]] = {
     "messageLoggingComponents": st.sampled_from(["all", "none", "to,subject", "message-id"]),
     "prefix": token_text,
     "pattern": token_text,
+    "failoverUrls": st.sampled_from(["127.0.0.1:5673", "amqp://h1:5672, h2", "amqps://[::1]"]),
 }
 
 
@@ -108,6 +110,8 @@ def value_strategy(conf_name: str, value_type: ValueType) -> st.SearchStrategy[A
         return st.integers(value_type.minimum, value_type.maximum)
     if isinstance(value_type, BooleanType):
         return st.booleans()
+    if isinstance(value_type, FloatType):
+        return st.floats(value_type.minimum, value_type.maximum, allow_nan=False)
     if isinstance(value_type, EnumType):
         return st.sampled_from(list(value_type.enum_type))
     if isinstance(value_type, PortType):
