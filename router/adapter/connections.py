@@ -18,6 +18,7 @@ from proton import Transport, symbol
 import router
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.core import Connection, Role
+from router.core.reconnect import Endpoint, Failover
 
 
 class Listener:
@@ -36,10 +37,16 @@ class Connector:
 
     def __init__(self, settings: ConnectorSettings) -> None:
         self.settings = settings
+        # Where it connects: the configured peer, then the failover URLs.
+        self.failover = Failover([Endpoint(settings.host, settings.port),
+                                  *settings.failover])
         self.address = f"{settings.host}:{settings.port}"
         self.sock: socket.socket | None = None  # while connecting
         self.conn: Conn | None = None  # while connected
         self.retry_at: float | None = 0.0
+        # Failed attempts (or drops) in a row; ``failed`` once the policy gave up.
+        self.failures = 0
+        self.failed = False
         # The last status line (management ``connectionMsg``).
         self.message: str | None = None
 
@@ -85,11 +92,35 @@ def open_properties(conn: Conn) -> dict[Any, Any]:
     """OPEN properties as qdrouterd sends them (reference 9.1)."""
     props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,
                              symbol("qd.conn-id"): conn.core.conn_id}
+    failover = conn.settings.failover if isinstance(conn.settings, ListenerSettings) else ()
+    if failover:
+        props[symbol("failover-server-list")] = [
+            {symbol("network-host"): e.host, symbol("port"): str(e.port),
+             symbol("scheme"): e.scheme} for e in failover]
     if conn.core.role is Role.INTER_ROUTER:
         if conn.settings.cost > 1:
             props[symbol("qd.inter-router-cost")] = conn.settings.cost
         props[symbol("qd.annotations-version")] = 1
     return props
+
+
+def failover_server_list(properties: object) -> list[Endpoint] | None:
+    """The peers a connection's peer announced in its OPEN properties
+    (``failover-server-list``, reference 12.3); None when it announced none."""
+    if not isinstance(properties, dict) or "failover-server-list" not in properties:
+        return None
+    announced = properties["failover-server-list"]
+    endpoints: list[Endpoint] = []
+    for entry in announced if isinstance(announced, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        fields = {str(k): v for k, v in entry.items()}
+        host = fields.get("network-host")
+        port = str(fields.get("port") or "5672")
+        if not isinstance(host, str) or not host or not port.isdigit():
+            continue
+        endpoints.append(Endpoint(host, int(port), str(fields.get("scheme") or "amqp")))
+    return endpoints
 
 
 _TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
@@ -100,4 +131,5 @@ def token(length: int = 15) -> str:
     return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
 
 
-__all__ = ["Conn", "Connector", "Listener", "Settings", "open_properties", "symbols", "token"]
+__all__ = ["Conn", "Connector", "Listener", "Settings", "failover_server_list", "open_properties",
+           "symbols", "token"]

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import select
 import socket
 import time
@@ -122,6 +123,8 @@ class Engine(Lifecycle):
         self._next_tick = 0.0
         self.management: ManagementNode | None = None
         self.watch = Watch()
+        # The earliest connector retry (the loop wakes for it).
+        self._next_retry: float | None = None
         self.http: HttpServer | None = None
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
@@ -242,6 +245,8 @@ class Engine(Lifecycle):
             deadline = self.router.next_deadline()
             if deadline is not None:
                 wake = min(wake, deadline)
+            if self._next_retry is not None:
+                wake = min(wake, self._next_retry)
             self.run_once(max(0.0, min(wake - now, _TICK_S)))
         self._shutdown()
 
@@ -301,6 +306,8 @@ class Engine(Lifecycle):
         now = self.clock()
         if now >= self._next_tick:
             self._tick(now)
+        elif self._next_retry is not None and now >= self._next_retry:
+            self._retry_connectors(now)
         deadline = self.router.next_deadline()
         if deadline is not None and now >= deadline:
             self.apply(self.router.tick(now))
@@ -403,7 +410,7 @@ class Engine(Lifecycle):
         if connector is not None:
             connector.conn = conn
             pn_conn.container = self.router_id
-            pn_conn.hostname = connector.settings.host
+            pn_conn.hostname = connector.failover.current.host
             pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
             pn_conn.properties = open_properties(conn)
             pn_conn.open()
@@ -414,13 +421,14 @@ class Engine(Lifecycle):
     # -- connectors ----------------------------------------------------------------
 
     def _connect(self, connector: Connector) -> None:
-        """Start a non-blocking connection attempt."""
-        s = connector.settings
+        """Start a non-blocking connection attempt to the connector's current peer."""
+        peer = connector.failover.current
+        connector.address = f"{peer.host}:{peer.port}"
         connector.retry_at = None
-        family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+        family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
-        error = sock.connect_ex((s.host, s.port))
+        error = sock.connect_ex((peer.host, peer.port))
         if error not in (0, errno.EINPROGRESS):
             sock.close()
             self._connect_failed(connector, os.strerror(error))
@@ -447,7 +455,47 @@ class Engine(Lifecycle):
     def _connect_failed(self, connector: Connector, why: str) -> None:
         server_log.info("Connection to %s failed: %s", connector.address, why)
         connector.message = f"Connection to {connector.address} failed: {why}"
-        connector.retry_at = self.clock() + connector.settings.retry_failed_s
+        self._retry_later(connector, opened=False)
+
+    def _retry_later(self, connector: Connector, *, opened: bool) -> None:
+        """The connector's attempt failed or its connection went: schedule the
+        next attempt, on the next failover peer, after the policy's delay."""
+        if opened:
+            connector.failures = 0
+        connector.failures += 1
+        if len(connector.failover.entries) > 1:
+            connector.failover.advance()
+        s = connector.settings
+        policy = s.reconnect
+        if policy is None:
+            # qdrouterd's delays; 1 s between the entries of a failover list.
+            delay: float | None = 1.0 if len(connector.failover.entries) > 1 \
+                else s.retry_dropped_s if opened else s.retry_failed_s
+        else:
+            delay = policy.delay(connector.failures, random.random())
+        if delay is None:
+            connector.failed = True
+            connector.retry_at = None
+            connector.message = (f"Gave up after {connector.failures} attempts; last: "
+                                 f"{connector.message}")
+            server_log.warning("Connector to %s failed: gave up after %d attempts",
+                               connector.failover.listing(), connector.failures)
+            return
+        connector.retry_at = retry_at = self.clock() + delay
+        if self._next_retry is None or retry_at < self._next_retry:
+            self._next_retry = retry_at
+
+    def _retry_connectors(self, now: float) -> None:
+        """Start every connector attempt that is due."""
+        self._next_retry = None
+        for connector in self.connectors:
+            retry_at = connector.retry_at
+            if retry_at is None or connector.conn is not None or connector.sock is not None:
+                continue
+            if now >= retry_at:
+                self._connect(connector)
+            elif self._next_retry is None or retry_at < self._next_retry:
+                self._next_retry = retry_at
 
     def start_connectors(self) -> None:
         """Begin connecting every configured connector."""
@@ -521,10 +569,7 @@ class Engine(Lifecycle):
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + _TICK_S
-        for connector in self.connectors:
-            if connector.retry_at is not None and now >= connector.retry_at \
-                    and connector.conn is None and connector.sock is None:
-                self._connect(connector)
+        self._retry_connectors(now)
         for conn in list(self.conns.values()):
             self._tick_one(conn, now)
         self._watch_links(now)
@@ -667,11 +712,9 @@ class Engine(Lifecycle):
         conn.transport.unbind()
         log.info("[C%d] Connection Closed", core.conn_id)
         connector = conn.connector
-        if connector is not None and connector.conn is conn:
+        if connector is not None and connector.conn is conn and not self.stopping:
             connector.conn = None
-            delay = connector.settings.retry_dropped_s if conn.opened \
-                else connector.settings.retry_failed_s
-            connector.retry_at = self.clock() + delay
+            self._retry_later(connector, opened=conn.opened)
 
 
 __all__ = ["Engine", "Listener"]

@@ -17,7 +17,13 @@ from typing import Any
 
 from autolink import AutoLink
 from linkroute import Detach
-from router.adapter.connections import Conn, open_properties, symbols, token
+from router.adapter.connections import (
+    Conn,
+    failover_server_list,
+    open_properties,
+    symbols,
+    token,
+)
 from router.adapter.endpoints import (
     ROUTER_CONTROL,
     ROUTER_DATA,
@@ -168,6 +174,14 @@ class Lifecycle:
             peer_cost = props.get("qd.inter-router-cost")
             if isinstance(peer_cost, int) and peer_cost > conn.cost:
                 conn.cost = peer_cost
+        connector = conn.connector
+        if connector is not None:
+            connector.failures = 0
+            announced = failover_server_list(pn_conn.remote_properties)
+            if announced is not None:
+                connector.failover.learn(announced)
+            connector.message = (f"[C{core.conn_id}] Connection Opened: dir=out "
+                                 f"host={connector.address}")
         if conn.connector is None:
             pn_conn.container = self.router_id
             pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")

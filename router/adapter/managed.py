@@ -167,6 +167,7 @@ class Connectors(ReadOnly):
 
     def _rows(self) -> list[tuple[Row, Connector]]:
         rows = []
+        now = self._engine.clock()
         for connector in self._engine.connectors:
             s = connector.settings
             row: Row = conf.section_attributes(s.section) if s.section is not None else {}
@@ -175,12 +176,17 @@ class Connectors(ReadOnly):
                 identity += f":{s.name}"
             if connector.conn is not None:
                 status = "SUCCESS"
+            elif connector.failed:
+                status = "FAILED"
             elif connector.retry_at is not None and connector.retry_at > 0:
                 status = "CONNECTING"
             else:
                 status = "INITIALIZING"
+            retry = None if connector.retry_at is None or connector.conn is not None \
+                else max(0, round(connector.retry_at - now))
             row.update(identity=identity, name=s.name or identity, connectionStatus=status,
-                       connectionMsg=connector.message)
+                       connectionMsg=connector.message, reconnectAttempts=connector.failures,
+                       nextRetrySeconds=retry, failoverUrls=connector.failover.listing())
             rows.append((row, connector))
         return rows
 

@@ -9,6 +9,7 @@ import attrs
 
 import conf
 from router.core import Role
+from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 
 @attrs.frozen(kw_only=True)
@@ -31,6 +32,8 @@ class ListenerSettings:
     link_capacity: int = 250
     strip_in: bool = True
     strip_out: bool = True
+    #: Announced to clients in OPEN (``failover-server-list``).
+    failover: tuple[Endpoint, ...] = ()
     #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
     http: bool = False
     metrics: bool = True
@@ -60,6 +63,10 @@ class ConnectorSettings:
     # and after an established connection dropped.
     retry_failed_s: float = 5.0
     retry_dropped_s: float = 2.0
+    # The back-off when any reconnect option is set (None: qdrouterd's delays),
+    # and further peers to try in order.
+    reconnect: ReconnectPolicy | None = None
+    failover: tuple[Endpoint, ...] = ()
     initial_handshake_timeout_s: int = 0
     #: The conf section these settings came from (shown by management).
     section: Any = None
@@ -97,6 +104,7 @@ def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
         initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
+        failover=tuple(parse_failover_urls(section.failover_urls or "")),
         http=section.http,
         metrics=section.metrics,
         healthz=section.healthz,
@@ -106,4 +114,21 @@ def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
 
 def connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
     """The adapter's settings for a ``connector`` section."""
-    return ConnectorSettings(host=section.host, **_connection_settings(section))
+    options = (section.initial_reconnect_delay, section.max_reconnect_delay,
+               section.use_exponential_back_off, section.back_off_multiplier,
+               section.max_reconnect_attempts)
+    policy = None
+    if any(option is not None for option in options):
+        default = ReconnectPolicy()
+        policy = ReconnectPolicy(
+            initial_s=default.initial_s if section.initial_reconnect_delay is None
+            else section.initial_reconnect_delay / 1000.0,
+            max_s=default.max_s if section.max_reconnect_delay is None
+            else section.max_reconnect_delay / 1000.0,
+            exponential=default.exponential if section.use_exponential_back_off is None
+            else section.use_exponential_back_off,
+            multiplier=section.back_off_multiplier or default.multiplier,
+            max_attempts=section.max_reconnect_attempts or 0)
+    failover = tuple(parse_failover_urls(section.failover_urls or ""))
+    return ConnectorSettings(host=section.host, reconnect=policy, failover=failover,
+                             **_connection_settings(section))

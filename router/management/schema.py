@@ -252,6 +252,8 @@ _CONNECTOR_STATUS = (
     _s("connectionStatus",
        "INITIALIZING, CONNECTING (waiting to retry), SUCCESS (connected), FAILED, CLOSING"),
     _s("connectionMsg", "the last status message"),
+    _i("reconnectAttempts", "failed attempts in a row since the last success"),
+    _i("nextRetrySeconds", "seconds until the next attempt (none while connected or failed)"),
 )
 
 _NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ANNOTATIONS", "GET-OPERATIONS",
