@@ -34,6 +34,7 @@ from conf.routing import (
 from conf.sections import (
     AuthServicePluginSection,
     ConsoleSection,
+    DiscoverySection,
     PolicySection,
     RouterMode,
     RouterSection,
@@ -56,6 +57,7 @@ __all__ = [
     "ConsoleSection",
     "Diagnostic",
     "Direction",
+    "DiscoverySection",
     "Distribution",
     "EntityType",
     "ExchangeSection",

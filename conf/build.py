@@ -41,6 +41,7 @@ from conf.routing import (
 from conf.sections import (
     AuthServicePluginSection,
     ConsoleSection,
+    DiscoverySection,
     PolicySection,
     RouterMode,
     RouterSection,
@@ -354,6 +355,7 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         exchanges=_sections(typed["exchange"], ExchangeSection),
         bindings=_sections(typed["binding"], BindingSection),
         consoles=_sections(typed["console"], ConsoleSection),
+        discovery=next(iter(_sections(typed["discovery"], DiscoverySection)), None),
     )
 
 

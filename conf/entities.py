@@ -21,6 +21,7 @@ from conf.routing import (
 from conf.sections import (
     AuthServicePluginSection,
     ConsoleSection,
+    DiscoverySection,
     PolicySection,
     RouterSection,
     SslProfileSection,
@@ -172,6 +173,14 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         summary="A vhost policy: limits and user groups for connections to one hostname.",
         unique=("name", "hostname"),
         ignored="vhost policies are not enforced yet",
+    ),
+    EntityType(
+        conf_name="discovery",
+        cls=DiscoverySection,
+        summary="A peer group (a Hop extension): the router announces an inter-router "
+        "listener by multicast beacons and connects to the other routers it hears.",
+        singleton=True,
+        unique=(),
     ),
     EntityType(
         conf_name="console",

@@ -16,6 +16,7 @@ from conf.routing import BindingSection, ExchangeSection
 from conf.sections import (
     AuthServicePluginSection,
     ConsoleSection,
+    DiscoverySection,
     PolicySection,
     RouterSection,
     SslProfileSection,
@@ -45,3 +46,5 @@ class RouterConf:
     bindings: tuple[BindingSection, ...] = ()
     #: Deprecated ``console`` sections: kept so the file renders back, not applied.
     consoles: tuple[ConsoleSection, ...] = ()
+    #: The peer group this router joins (``discovery``), if any.
+    discovery: DiscoverySection | None = None

@@ -69,6 +69,7 @@ def _sections_by_type(conf: RouterConf) -> dict[str, Sequence[Section]]:
         "policy": [conf.policy] if conf.policy != PolicySection() else [],
         "vhost": conf.vhosts,
         "console": conf.consoles,
+        "discovery": (conf.discovery,) if conf.discovery is not None else (),
     }
 
 

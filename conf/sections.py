@@ -31,6 +31,7 @@ from conf.types import (
 __all__ = [
     "AuthServicePluginSection",
     "ConsoleSection",
+    "DiscoverySection",
     "PolicySection",
     "RouterMode",
     "RouterSection",
@@ -440,6 +441,67 @@ class VhostSection(Section):
             JsonMapType("JSON map: group name to a map of settings", check_value=_check_group),
             "user groups and their settings",
         ),
+    )
+
+
+def _check_group_address(text: str) -> str | None:
+    parts = text.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        return f"expected an IPv4 multicast address, got {text!r}"
+    if not 224 <= int(parts[0]) <= 239:
+        return f"{text!r} is not a multicast address (224.0.0.0 to 239.255.255.255)"
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class DiscoverySection(Section):
+    """``discovery``: the peer group whose routers find each other by multicast
+    beacons and connect themselves (a Hop extension)."""
+
+    name: str | None = attrs.field(default=None, metadata=_NAME)
+    group: str = attrs.field(metadata=setting("group", StringType(), "the peer group's name"))
+    address: str = attrs.field(
+        default="239.255.2.3",
+        metadata=setting("address", StringType("IPv4 multicast address", _check_group_address),
+                         "multicast address the beacons go to"),
+    )
+    port: int = attrs.field(
+        default=6155, metadata=setting("port", IntegerType(1, 65535), "UDP port of the beacons")
+    )
+    interface: str | None = attrs.field(
+        default=None,
+        metadata=setting("interface", StringType(),
+                         "IPv4 address of the interface beacons use (default: the host of "
+                         "the announced listener, so 127.0.0.1 stays on loopback)"),
+    )
+    ttl: int = attrs.field(
+        default=1, metadata=setting("ttl", IntegerType(0, 255), "multicast time to live")
+    )
+    announce_interval: int = attrs.field(
+        default=1000,
+        metadata=setting("announceInterval", IntegerType(50, 3_600_000),
+                         "ms between two beacons"),
+    )
+    expiry: int = attrs.field(
+        default=3500,
+        metadata=setting("expiry", IntegerType(100, 36_000_000),
+                         "ms after which an unheard peer is gone"),
+    )
+    secret: str | None = attrs.field(
+        default=None,
+        metadata=setting("secret", StringType(),
+                         "group secret: beacons are signed with it and unsigned or "
+                         "wrongly signed ones are ignored"),
+    )
+    secret_file: str | None = attrs.field(
+        default=None,
+        metadata=setting("secretFile", StringType("path"), "file whose first line is the secret"),
+    )
+    listener: str | None = attrs.field(
+        default=None,
+        metadata=setting("listener", StringType(),
+                         "name of the listener to announce (default: the only "
+                         "inter-router listener)"),
     )
 
 

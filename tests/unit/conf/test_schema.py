@@ -15,6 +15,7 @@ from conf import (
     ConfError,
     ConnectorSection,
     ConsoleSection,
+    DiscoverySection,
     EntityType,
     ExchangeSection,
     ListenerSection,
@@ -51,6 +52,7 @@ MINIMAL_SECTIONS = {
     "policy": "policy {\n}\n",
     "vhost": "vhost {\n    hostname: example.com\n}\n",
     "console": "console {\n    proxy: /bin/p\n    home: /srv\n}\n",
+    "discovery": "discovery {\n    group: g\n}\n",
 }
 
 
@@ -80,6 +82,7 @@ def test_every_entity_type_parses_with_defaults() -> None:
         policy=PolicySection(),
         vhosts=(VhostSection(hostname="example.com"),),
         consoles=(ConsoleSection(proxy="/bin/p", home="/srv"),),
+        discovery=DiscoverySection(group="g"),
     )
 
 
