@@ -25,7 +25,9 @@ import router
 from addressing import AddressTable
 from router import logs, service
 from router.adapter import Engine, connector_settings, listener_settings
-from router.core import Router
+from router.adapter.connections import Listener
+from router.adapter.discovery import DiscoverySettings
+from router.core import Role, Router
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,13 @@ def serve(cfg: conf.RouterConf, source: str,
     for listener in bound:
         name = f" ({listener.settings.name})" if listener.settings.name else ""
         log.log(logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port, name)
+    if cfg.discovery is not None:
+        try:
+            engine.join_group(discovery_settings(cfg.discovery, bound), int(time.time()))
+        except service.ServiceError as exc:
+            return fail(str(exc), exc.status)
+        except OSError as exc:
+            return fail(f"cannot join peer group {cfg.discovery.group!r}: {exc}")
     try:
         if options.pidfile is not None:
             service.write_pidfile(options.pidfile)
@@ -162,6 +171,51 @@ def serve(cfg: conf.RouterConf, source: str,
                 log.warning("%s", problem)
     log.log(logs.NOTICE, "Shut Down")
     return 0
+
+
+def discovery_settings(section: conf.DiscoverySection,
+                       bound: list[Listener]) -> DiscoverySettings:
+    """The peer group's settings with its announced listener resolved.
+
+    Raises:
+        service.ServiceError: no listener to announce, or the secret file cannot
+            be read (status 2).
+    """
+    if section.listener is not None:
+        chosen = [li for li in bound if li.settings.name == section.listener]
+        if not chosen:
+            raise service.ServiceError(
+                f"discovery: no listener named {section.listener!r}", status=2)
+    else:
+        chosen = [li for li in bound if li.settings.role is Role.INTER_ROUTER]
+        if len(chosen) != 1:
+            raise service.ServiceError(
+                f"discovery: {len(chosen)} inter-router listeners; name the one to announce "
+                "with 'listener'", status=2)
+    announced = chosen[0]
+    wildcard = announced.host in ("", "0.0.0.0")
+    interface = section.interface or ("0.0.0.0" if wildcard else announced.host)
+    host = announced.host
+    if wildcard:
+        if section.interface is None:
+            raise service.ServiceError(
+                "discovery: the announced listener listens on every address; set "
+                "'interface' to the address peers should connect to", status=2)
+        host = section.interface
+    secret = section.secret
+    if secret is None and section.secret_file is not None:
+        try:
+            with open(section.secret_file, encoding="utf-8") as file:
+                secret = file.readline().rstrip("\n")
+        except OSError as exc:
+            raise service.ServiceError(
+                f"discovery: cannot read secretFile {section.secret_file}: {exc.strerror}",
+                status=2) from None
+    return DiscoverySettings(
+        group=section.group, address=section.address, port=section.port,
+        interface=interface, ttl=section.ttl, interval_s=section.announce_interval / 1000.0,
+        expiry_s=section.expiry / 1000.0, secret=secret.encode() if secret else None,
+        announce_host=host, announce_port=announced.port)
 
 
 def _notify_stopping() -> None:
@@ -217,6 +271,9 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
         cfg, source = _load(config_path)
     except conf.ConfError as exc:
         _report(exc)
+        sys.exit(2)
+    if cfg.discovery is not None and cfg.router.mode.value != "interior":
+        click.echo("hopd: a discovery group needs router mode: interior", err=True)
         sys.exit(2)
     if user is not None and os.geteuid() != 0:
         click.echo(f"hopd: -U {user} needs hopd to be started as root", err=True)

@@ -36,6 +36,7 @@ from router.adapter.connections import (
     open_properties,
     symbols,
 )
+from router.adapter.discovery import DiscoverySettings, PeerDiscovery
 from router.adapter.forwarder import Forwarder
 from router.adapter.lifecycle import Lifecycle
 from router.adapter.managed import build_agent, router_counts
@@ -125,6 +126,8 @@ class Engine(Lifecycle):
         self.watch = Watch()
         # The earliest connector retry (the loop wakes for it).
         self._next_retry: float | None = None
+        #: The peer group this router announces itself to, if any.
+        self.discovery: PeerDiscovery | None = None
         self.http: HttpServer | None = None
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
@@ -247,6 +250,8 @@ class Engine(Lifecycle):
                 wake = min(wake, deadline)
             if self._next_retry is not None:
                 wake = min(wake, self._next_retry)
+            if self.discovery is not None:
+                wake = min(wake, self.discovery.next_due)
             self.run_once(max(0.0, min(wake - now, _TICK_S)))
         self._shutdown()
 
@@ -301,6 +306,8 @@ class Engine(Lifecycle):
                 self._connected(self.connecting.pop(fd))
             elif self.http is not None and fd in self.http.conns:
                 self.http.ready(fd, mask)
+            elif self.discovery is not None and fd == self.discovery.fd:
+                self.discovery.readable(self.clock())
             else:
                 self._drain_wakeup()
         now = self.clock()
@@ -308,6 +315,9 @@ class Engine(Lifecycle):
             self._tick(now)
         elif self._next_retry is not None and now >= self._next_retry:
             self._retry_connectors(now)
+        discovery = self.discovery
+        if discovery is not None and now >= discovery.next_due:
+            discovery.tick(now)
         deadline = self.router.next_deadline()
         if deadline is not None and now >= deadline:
             self.apply(self.router.tick(now))
@@ -359,6 +369,8 @@ class Engine(Lifecycle):
         self.listeners.clear()
         if self.http is not None:
             self.http.close_all()
+        if self.discovery is not None:
+            self.discovery.close()
 
     # -- sockets ---------------------------------------------------------------
 
@@ -496,6 +508,13 @@ class Engine(Lifecycle):
                 self._connect(connector)
             elif self._next_retry is None or retry_at < self._next_retry:
                 self._next_retry = retry_at
+
+    def join_group(self, settings: DiscoverySettings, instance: int) -> None:
+        """Announce this router to a peer group and connect to its peers
+        (raises OSError when the multicast socket cannot be set up)."""
+        discovery = PeerDiscovery(self, settings, self.router_id, instance)
+        self.discovery = discovery
+        self.epoll.register(discovery.fd, select.EPOLLIN)
 
     def start_connectors(self) -> None:
         """Begin connecting every configured connector."""

@@ -217,6 +217,27 @@ def _section(conf_name: str, name: str | None, attributes: dict[str, object]
         raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
 
 
+class Discovery(ReadOnly):
+    """``discovery``: the peer group, its live peers and what was ignored."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        discovery = self._engine.discovery
+        if discovery is None:
+            return []
+        s = discovery.settings
+        return [{
+            "identity": f"discovery/{s.group}", "name": f"discovery/{s.group}",
+            "group": s.group, "address": s.address, "port": s.port, "interface": s.interface,
+            "ttl": s.ttl, "announceInterval": int(s.interval_s * 1000),
+            "expiry": int(s.expiry_s * 1000), "secret": None,
+            "peers": sorted(discovery.table.peers), "beaconsSent": discovery.sent,
+            "beaconsIgnored": {reason.value: n for reason, n in discovery.table.ignored.items()},
+        }]
+
+
 def _memory_bytes() -> int | None:
     try:
         with open(f"/proc/{os.getpid()}/statm") as statm:
@@ -370,6 +391,7 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
         "router.config.linkRoute": ConfigLinkRoutes(core, engine.clock),
         "router.config.autoLink": ConfigAutoLinks(core),
         "sslProfile": StoredSections("sslProfile", ssl_profiles),
+        "discovery": Discovery(engine),
         "log": Logs(),
         "logStats": LogStats(),
     }

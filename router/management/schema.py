@@ -333,6 +333,14 @@ _TYPES: tuple[EntityType, ...] = (
     EntityType(name="vhost", description="a vhost policy", extends="configurationEntity",
                conf_name="vhost", operations=("CREATE", "UPDATE", "DELETE"),
                attributes=_from_conf("vhost")),
+    EntityType(name="discovery", description="the peer group this router joins (Hop)",
+               extends="configurationEntity", conf_name="discovery", operations=("READ",),
+               attributes=_from_conf("discovery", extra=(
+                   Attribute(name="peers", type="list", description="routers heard live"),
+                   _i("beaconsSent", "beacons this router sent"),
+                   Attribute(name="beaconsIgnored", type="map",
+                             description="datagrams ignored, by reason"),
+               ))),
     EntityType(name="console", description="deprecated", extends="configurationEntity",
                conf_name="console", deprecated=True, attributes=_from_conf("console")),
 )

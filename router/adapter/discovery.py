@@ -1,0 +1,159 @@
+"""Peer groups on the wire: the multicast socket, beacons out and in, and the
+inter-router connectors the router makes to the peers it hears.
+
+Owns the UDP socket (joined to the group's multicast address on one
+interface, so a router announcing 127.0.0.1 stays on loopback), sending a
+beacon every ``announceInterval``, feeding what arrives to
+``router.core.discovery.PeerTable``, and turning its live peers into
+connectors: one per peer this side is to connect to (the pairing rule),
+let go once the peer's beacons expired and its connection is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+import attrs
+
+from router.adapter.connections import Connector
+from router.adapter.settings import ConnectorSettings
+from router.core import Role
+from router.core.discovery import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
+from router.core.reconnect import ReconnectPolicy
+
+if TYPE_CHECKING:
+    from router.adapter.engine import Engine
+
+__all__ = ["DiscoverySettings", "PeerDiscovery"]
+
+log = logging.getLogger("router.adapter.discovery")
+
+#: How a connector to a discovered peer retries while the peer is live.
+PEER_RECONNECT = ReconnectPolicy(initial_s=0.1, max_s=2.0)
+
+
+@attrs.frozen(kw_only=True)
+class DiscoverySettings:
+    """A ``discovery`` section with the listener it announces resolved."""
+
+    group: str
+    address: str
+    port: int
+    interface: str
+    ttl: int
+    interval_s: float
+    expiry_s: float
+    secret: bytes | None
+    announce_host: str
+    announce_port: int
+
+
+class PeerDiscovery:
+    """The router's side of a peer group, run by the engine's loop."""
+
+    def __init__(self, engine: Engine, settings: DiscoverySettings, router_id: str,
+                 instance: int) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.table = PeerTable(group=settings.group, router_id=router_id,
+                               secret=settings.secret, expiry_s=settings.expiry_s)
+        self.beacon = Beacon(group=settings.group, router_id=router_id,
+                             host=settings.announce_host, port=settings.announce_port,
+                             instance=instance).encode(settings.secret)
+        self.connectors: dict[str, Connector] = {}
+        self.sent = 0
+        self._logged: set[Ignored] = set()
+        self.next_due = 0.0
+        self.sock = self._open()
+
+    @property
+    def fd(self) -> int:
+        return self.sock.fileno()
+
+    def _open(self) -> socket.socket:
+        s = self.settings
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(("", s.port))
+            interface = socket.inet_aton(s.interface)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            socket.inet_aton(s.address) + interface)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, interface)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, s.ttl)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        log.info("Peer group %s: announcing %s:%d on %s:%d via %s", s.group, s.announce_host,
+                 s.announce_port, s.address, s.port, s.interface)
+        return sock
+
+    def readable(self, now: float) -> None:
+        """Read every datagram waiting; peers newly heard get a connector."""
+        changed = False
+        while True:
+            try:
+                data = self.sock.recv(MAX_BEACON + 1)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                log.warning("Peer group %s: receive failed: %s", self.settings.group, exc)
+                break
+            try:
+                beacon = self.table.heard(data, now)
+            except BeaconError as error:
+                if error.reason is not Ignored.OWN and error.reason not in self._logged:
+                    self._logged.add(error.reason)
+                    log.info("Peer group %s: ignoring a beacon (%s: %s); further ones of "
+                             "this kind are counted only", self.settings.group,
+                             error.reason.value, error)
+                continue
+            if beacon is not None:
+                log.info("Peer group %s: peer %s at %s:%d", self.settings.group,
+                         beacon.router_id, beacon.host, beacon.port)
+                changed = True
+        if changed:
+            self._reconcile()
+
+    def tick(self, now: float) -> None:
+        """Announce this router, forget peers gone quiet, let their connectors go."""
+        if self.engine.stopping:
+            self.next_due = now + self.settings.interval_s
+            return
+        with contextlib.suppress(OSError):
+            self.sock.sendto(self.beacon, (self.settings.address, self.settings.port))
+            self.sent += 1
+        self.next_due = now + self.settings.interval_s
+        for beacon in self.table.expire(now):
+            log.info("Peer group %s: peer %s gone (no beacon for %g s)", self.settings.group,
+                     beacon.router_id, self.settings.expiry_s)
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        wanted = {b.router_id: b for b in self.table.to_connect()}
+        for router_id, beacon in wanted.items():
+            connector = self.connectors.get(router_id)
+            if connector is not None and connector.failover.current.port == beacon.port \
+                    and connector.failover.current.host == beacon.host:
+                continue
+            if connector is not None:
+                self.engine.remove_connector(connector)
+            settings = ConnectorSettings(
+                name=f"discovery/{router_id}", host=beacon.host, port=beacon.port,
+                role=Role.INTER_ROUTER, strip_in=False, strip_out=False,
+                reconnect=PEER_RECONNECT)
+            self.connectors[router_id] = self.engine.add_connector(settings)
+        for router_id, connector in list(self.connectors.items()):
+            if router_id not in wanted and connector.conn is None:
+                self.engine.remove_connector(connector)
+                del self.connectors[router_id]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()

@@ -1,0 +1,96 @@
+"""Peer groups: routers that find each other by multicast beacons on loopback
+and connect themselves, with no connector in their conf."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from tests.system.clients import connect, pump, send_async
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop, wait_for
+from tests.system.mgmt import Management
+from tests.system.rabbitmq import free_port
+
+
+def member(start_router: StartRouter, router_id: str, group: str, port: int,
+           extra: str = "") -> Hop:
+    conf = (f"router {{\n    mode: interior\n    id: {router_id}\n}}\n"
+            "listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: ANONYMOUS\n}\n"
+            "listener {\n    host: 127.0.0.1\n    port: 0\n    role: inter-router\n"
+            "    saslMechanisms: ANONYMOUS\n}\n"
+            f"discovery {{\n    group: {group}\n    address: 239.255.77.1\n    port: {port}\n"
+            f"    announceInterval: 200\n    expiry: 1500\n{extra}}}\n"
+            "log {\n    module: DEFAULT\n    enable: info+\n}\n")
+    return start_router(conf, name=router_id, listeners=2)
+
+
+def nodes(hop: Hop) -> set[str]:
+    client = Management(hop.url)
+    try:
+        return {row["id"] for row in client.query("router.node", "id")}
+    finally:
+        client.close()
+
+
+def test_three_routers_of_one_group_form_a_network_and_route(
+        start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    started = time.monotonic()
+    routers = [member(start_router, name, group, port) for name in ("A", "B", "C")]
+    wait_for(lambda: all(nodes(hop) == {"A", "B", "C"} for hop in routers), 30,
+             "the group to form a full network")
+    formed = time.monotonic() - started
+    assert formed < 30
+    a, _, c = routers
+    consumer = connect(c.url)
+    receiver = consumer.create_receiver("grouped", credit=1)
+    producer = connect(a.url)
+    sender = producer.create_sender("grouped")
+    producer.wait(lambda: sender.link.credit > 0, timeout=15)
+    send_async(sender, "across the group")
+    pump(producer, 0.3)
+    assert receiver.receive(timeout=15).body == "across the group"
+    producer.close()
+    consumer.close()
+    # Exactly one connection per pair: A connects to B and C, B to C.
+    for hop, outgoing in zip(routers, (2, 1, 0), strict=True):
+        client = Management(hop.url)
+        try:
+            rows = client.query("connection", "role", "dir")
+        finally:
+            client.close()
+        assert sum(1 for r in rows if r == {"role": "inter-router", "dir": "out"}) == outgoing
+    assert "Peer group" in a.log_text() and "peer B at 127.0.0.1:" in a.log_text()
+    client = Management(a.url)
+    try:
+        [row] = client.query("discovery", "group", "peers", "beaconsSent", "secret")
+    finally:
+        client.close()
+    assert row["group"] == group and row["peers"] == ["B", "C"] and row["beaconsSent"] > 0
+
+
+def test_other_groups_and_wrong_secrets_stay_out(start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    a = member(start_router, "A", group, port, "    secret: right\n")
+    b = member(start_router, "B", group, port, "    secret: right\n")
+    stranger = member(start_router, "S", f"{group}-other", port, "    secret: right\n")
+    spoof = member(start_router, "W", group, port, "    secret: wrong\n")
+    wait_for(lambda: nodes(a) == {"A", "B"} and nodes(b) == {"A", "B"}, 30, "A and B to meet")
+    time.sleep(1.0)
+    assert nodes(a) == {"A", "B"}
+    assert nodes(stranger) == {"S"} and nodes(spoof) == {"W"}
+    a.wait_log(r"ignoring a beacon \(other-group")
+    a.wait_log(r"ignoring a beacon \(bad-signature")
+
+
+def test_a_restarted_router_rejoins(start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    a = member(start_router, "A", group, port)
+    b = member(start_router, "B", group, port)
+    wait_for(lambda: nodes(a) == {"A", "B"}, 30, "A and B to meet")
+    assert b.stop() == 0
+    wait_for(lambda: nodes(a) == {"A"}, 30, "A to lose B")
+    a.wait_log(r"peer B gone", timeout=10)
+    member(start_router, "B", group, port)
+    wait_for(lambda: nodes(a) == {"A", "B"}, 30, "B to rejoin")
