@@ -355,12 +355,7 @@ class Engine(Lifecycle):
             server_log.info("Shutting down: released %d unsettled deliver%s", released,
                             "y" if released == 1 else "ies")
         for conn in list(self.conns.values()):
-            if not conn.closed:
-                cond = lib.pn_connection_condition(conn.cptr)
-                lib.pn_condition_set_name(cond, b"amqp:connection:forced")
-                lib.pn_condition_set_description(cond, b"Router shutting down")
-                lib.pn_connection_close(conn.cptr)
-                self.dirty.add(conn)
+            self.close_connection(conn, "Router shutting down")
         self.process()
         for conn in list(self.conns.values()):
             self._close(conn)

@@ -37,6 +37,7 @@ from router.management import (
     Row,
     StoredSections,
 )
+from router.management.sources import section_from
 
 if TYPE_CHECKING:
     from router.adapter.engine import Engine
@@ -136,7 +137,7 @@ class Listeners(ReadOnly):
         return [row for row, _ in self._rows()]
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = _section("listener", name, attributes)
+        section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
         settings = listener_settings(section)
         try:
@@ -194,7 +195,7 @@ class Connectors(ReadOnly):
         return [row for row, _ in self._rows()]
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = _section("connector", name, attributes)
+        section = section_from("connector", name, attributes)
         assert isinstance(section, conf.ConnectorSection)
         connector = self._engine.add_connector(connector_settings(section))
         return Changed(row=next(r for r, c in self._rows() if c is connector))
@@ -205,16 +206,6 @@ class Connectors(ReadOnly):
                 self._engine.remove_connector(connector)
                 return ()
         raise ManagementError(404, f"No entity with identity={row['identity']}")
-
-
-def _section(conf_name: str, name: str | None, attributes: dict[str, object]
-             ) -> conf.fields.Section:
-    if name is not None:
-        attributes["name"] = name
-    try:
-        return conf.build_section(conf_name, attributes)
-    except conf.ConfError as error:
-        raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
 
 
 class Discovery(ReadOnly):

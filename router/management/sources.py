@@ -28,6 +28,7 @@ __all__ = [
     "RouterNodes",
     "StoredSections",
     "link_row",
+    "section_from",
 ]
 
 _OUTCOMES = ("acceptedCount", "rejectedCount", "releasedCount", "modifiedCount")
@@ -213,7 +214,7 @@ class ConfigAddresses(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         if "fallback" in attributes:  # qdrouterd's CREATE spelling (quirk 8)
             attributes.setdefault("enableFallback", attributes.pop("fallback"))
-        section = _section("address", _named(name, attributes))
+        section = section_from("address", name, attributes)
         assert isinstance(section, conf.AddressSection)
         try:
             spec = section.to_spec()
@@ -232,13 +233,12 @@ class ConfigAddresses(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
-def _named(name: str | None, attributes: dict[str, object]) -> dict[str, object]:
+def section_from(conf_name: str, name: str | None, attributes: dict[str, object]
+                 ) -> conf.fields.Section:
+    """The conf section a CREATE describes, checked exactly as a conf file's;
+    a bad value is a 400 with the conf loader's message."""
     if name is not None:
         attributes["name"] = name
-    return attributes
-
-
-def _section(conf_name: str, attributes: dict[str, object]) -> conf.fields.Section:
     try:
         return conf.build_section(conf_name, attributes)
     except conf.ConfError as error:
@@ -271,7 +271,7 @@ class StoredSections(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         if name is None and attributes.get("name") is None:
             raise ManagementError(400, f"A {self._conf_name} needs a name")
-        section = _section(self._conf_name, _named(name, attributes))
+        section = section_from(self._conf_name, name, attributes)
         self._sections.append(section)
         return Changed(row=self._row(section))
 
@@ -303,7 +303,7 @@ class ConfigLinkRoutes(ReadOnly):
         return rows
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = _section("linkRoute", _named(name, attributes))
+        section = section_from("linkRoute", name, attributes)
         assert isinstance(section, conf.LinkRouteSection)
         try:
             route, effects = self._router.link_routing.add_route(section.to_spec(), self._clock())
@@ -339,7 +339,7 @@ class ConfigAutoLinks(ReadOnly):
         return rows
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = _section("autoLink", _named(name, attributes))
+        section = section_from("autoLink", name, attributes)
         assert isinstance(section, conf.AutoLinkSection)
         try:
             autolink, effects = self._router.add_autolink(section.to_spec())
