@@ -25,6 +25,16 @@ def member(start_router: StartRouter, router_id: str, group: str, port: int,
     return start_router(conf, name=router_id, listeners=2)
 
 
+def direct_peers(hop: Hop) -> set[str]:
+    """The routers this one reaches over a connection of its own (cost 1)."""
+    client = Management(hop.url)
+    try:
+        return {row["id"] for row in client.query("router.node", "id", "cost")
+                if row["cost"] == 1}
+    finally:
+        client.close()
+
+
 def nodes(hop: Hop) -> set[str]:
     client = Management(hop.url)
     try:
@@ -40,6 +50,9 @@ def test_three_routers_of_one_group_form_a_network_and_route(
     routers = [member(start_router, name, group, port) for name in ("A", "B", "C")]
     wait_for(lambda: all(nodes(hop) == {"A", "B", "C"} for hop in routers), 30,
              "the group to form a full network")
+    wait_for(lambda: all(direct_peers(hop) == {"A", "B", "C"} - {name}
+                         for hop, name in zip(routers, "ABC", strict=True)), 30,
+             "every pair to be connected and its routes computed")
     formed = time.monotonic() - started
     assert formed < 30
     a, _, c = routers
