@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
-import string
 import sys
-import time
 from pathlib import Path
 
 import attrs
@@ -22,23 +19,13 @@ import click
 
 import conf
 import router
-from addressing import AddressTable
 from router import logs, service
-from router.adapter import Engine, connector_settings, listener_settings
-from router.adapter.connections import Listener
-from router.adapter.discovery import DiscoverySettings
-from router.core import Role, Router
+from router.assembly import assemble
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONF_PATH = Path("/etc/hop/hopd.conf")
 DEFAULT_GRACE_S = 5.0
-_TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
-
-
-def random_token(length: int = 15) -> str:
-    """Random suffix for generated addresses and ids (as qdrouterd's)."""
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
 
 
 def _load(path: str | None) -> tuple[conf.RouterConf, str]:
@@ -104,43 +91,11 @@ def serve(cfg: conf.RouterConf, source: str,
         return exc.status
     if daemon is not None:
         daemon.detach()
-    mode = cfg.router.mode.value
-    router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
-    table = AddressTable()
-    for spec in cfg.addresses:
-        table.add(spec)
-    r = cfg.router
-    core = Router(router_id=router_id, addresses=table,
-                  default_distribution=r.default_distribution, token=random_token,
-                  interior=mode == "interior", instance=int(time.time()),
-                  timers={"hello_interval_s": r.hello_interval_seconds,
-                          "hello_max_age_s": r.hello_max_age_seconds,
-                          "ra_interval_s": r.ra_interval_seconds,
-                          "ra_interval_flux_s": r.ra_interval_flux_seconds,
-                          "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
-                  auto_links=cfg.auto_links, link_routes=cfg.link_routes,
-                  allow_resumable_link_route=r.allow_resumable_link_route)
-    engine = Engine(router=core, router_id=router_id,
-                    listeners=[listener_settings(s) for s in cfg.listeners],
-                    connectors=[connector_settings(s) for s in cfg.connectors],
-                    shutdown_grace_s=options.shutdown_grace_s)
-    engine.enable_management(cfg.router, cfg.ssl_profiles)
-    log.info("Router started in %s mode, id=%s (configuration: %s)",
-             cfg.router.mode.value.capitalize(), router_id, source)
     try:
-        bound = engine.bind()
-    except OSError as exc:
-        return fail(f"Shutting down, required listener failed: {exc}")
-    for listener in bound:
-        name = f" ({listener.settings.name})" if listener.settings.name else ""
-        log.log(logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port, name)
-    if cfg.discovery is not None:
-        try:
-            engine.join_group(discovery_settings(cfg.discovery, bound), int(time.time()))
-        except service.ServiceError as exc:
-            return fail(str(exc), exc.status)
-        except OSError as exc:
-            return fail(f"cannot join peer group {cfg.discovery.group!r}: {exc}")
+        assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s)
+    except service.ServiceError as exc:
+        return fail(str(exc), exc.status)
+    engine, router_id, bound = assembled.engine, assembled.router_id, assembled.bound
     try:
         if options.pidfile is not None:
             service.write_pidfile(options.pidfile)
@@ -171,51 +126,6 @@ def serve(cfg: conf.RouterConf, source: str,
                 log.warning("%s", problem)
     log.log(logs.NOTICE, "Shut Down")
     return 0
-
-
-def discovery_settings(section: conf.DiscoverySection,
-                       bound: list[Listener]) -> DiscoverySettings:
-    """The peer group's settings with its announced listener resolved.
-
-    Raises:
-        service.ServiceError: no listener to announce, or the secret file cannot
-            be read (status 2).
-    """
-    if section.listener is not None:
-        chosen = [li for li in bound if li.settings.name == section.listener]
-        if not chosen:
-            raise service.ServiceError(
-                f"discovery: no listener named {section.listener!r}", status=2)
-    else:
-        chosen = [li for li in bound if li.settings.role is Role.INTER_ROUTER]
-        if len(chosen) != 1:
-            raise service.ServiceError(
-                f"discovery: {len(chosen)} inter-router listeners; name the one to announce "
-                "with 'listener'", status=2)
-    announced = chosen[0]
-    wildcard = announced.host in ("", "0.0.0.0")
-    interface = section.interface or ("0.0.0.0" if wildcard else announced.host)
-    host = announced.host
-    if wildcard:
-        if section.interface is None:
-            raise service.ServiceError(
-                "discovery: the announced listener listens on every address; set "
-                "'interface' to the address peers should connect to", status=2)
-        host = section.interface
-    secret = section.secret
-    if secret is None and section.secret_file is not None:
-        try:
-            with open(section.secret_file, encoding="utf-8") as file:
-                secret = file.readline().rstrip("\n")
-        except OSError as exc:
-            raise service.ServiceError(
-                f"discovery: cannot read secretFile {section.secret_file}: {exc.strerror}",
-                status=2) from None
-    return DiscoverySettings(
-        group=section.group, address=section.address, port=section.port,
-        interface=interface, ttl=section.ttl, interval_s=section.announce_interval / 1000.0,
-        expiry_s=section.expiry / 1000.0, secret=secret.encode() if secret else None,
-        announce_host=host, announce_port=announced.port)
 
 
 def _notify_stopping() -> None:

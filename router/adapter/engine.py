@@ -367,6 +367,18 @@ class Engine(Lifecycle):
         if self.discovery is not None:
             self.discovery.close()
 
+    def close(self) -> None:
+        """Release the engine's descriptors (listeners, peer-group socket, the
+        loop's own); for an engine that never ran or has finished running."""
+        for listener in list(self.listeners.values()):
+            listener.sock.close()
+        self.listeners.clear()
+        if self.discovery is not None:
+            self.discovery.close()
+        self.epoll.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
     # -- sockets ---------------------------------------------------------------
 
     def _accept(self, listener: Listener) -> None:
