@@ -49,6 +49,8 @@ class DiscoverySettings:
     secret: bytes | None
     announce_host: str
     announce_port: int
+    #: The ``normal`` listeners announced for clients: (host, port).
+    clients: tuple[tuple[str, int], ...] = ()
 
 
 class PeerDiscovery:
@@ -62,7 +64,7 @@ class PeerDiscovery:
                                secret=settings.secret, expiry_s=settings.expiry_s)
         self.beacon = Beacon(group=settings.group, router_id=router_id,
                              host=settings.announce_host, port=settings.announce_port,
-                             instance=instance).encode(settings.secret)
+                             instance=instance, clients=settings.clients).encode(settings.secret)
         self.connectors: dict[str, Connector] = {}
         self.sent = 0
         self._logged: set[Ignored] = set()

@@ -12,7 +12,9 @@ A beacon is one UDP datagram::
     payload length (2 bytes, big-endian) | payload | [HMAC-SHA256, 32 bytes]
 
 The payload is UTF-8 JSON: ``{"g": group, "id": router id, "h": host,
-"p": port, "i": instance}`` naming the listener the router announces.  With
+"p": port, "i": instance, "n": [[host, port], ...]}``: the inter-router
+listener peers connect to, and the ``normal`` listeners clients may use
+(``n`` may be absent: none).  With
 a group secret the HMAC covers everything before it; a router with a secret
 takes only beacons signed with it, one without takes only unsigned ones.
 """
@@ -64,11 +66,15 @@ class Beacon:
     host: str
     port: int
     instance: int = 0
+    #: The router's listeners for clients (role ``normal``): (host, port).
+    clients: tuple[tuple[str, int], ...] = ()
 
     def encode(self, secret: bytes | None = None) -> bytes:
-        payload = json.dumps({"g": self.group, "id": self.router_id, "h": self.host,
-                              "p": self.port, "i": self.instance},
-                             separators=(",", ":")).encode()
+        fields: dict[str, object] = {"g": self.group, "id": self.router_id, "h": self.host,
+                                     "p": self.port, "i": self.instance}
+        if self.clients:
+            fields["n"] = [[host, port] for host, port in self.clients]
+        payload = json.dumps(fields, separators=(",", ":")).encode()
         head = _HEADER.pack(MAGIC, VERSION, _SIGNED if secret else 0, len(payload))
         data = head + payload
         if secret:
@@ -108,12 +114,31 @@ class Beacon:
         port, instance = fields.get("p"), fields.get("i", 0)
         if not all(isinstance(v, str) and v for v in (group, router_id, host)):
             raise BeaconError(Ignored.MALFORMED, "group, id and host must be text")
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        if not _is_port(port):
             raise BeaconError(Ignored.MALFORMED, "bad port")
         if not isinstance(instance, int) or isinstance(instance, bool):
             raise BeaconError(Ignored.MALFORMED, "bad instance")
         assert isinstance(group, str) and isinstance(router_id, str) and isinstance(host, str)
-        return cls(group=group, router_id=router_id, host=host, port=port, instance=instance)
+        assert isinstance(port, int)
+        return cls(group=group, router_id=router_id, host=host, port=port, instance=instance,
+                   clients=_clients(fields.get("n", [])))
+
+
+def _is_port(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
+def _clients(value: object) -> tuple[tuple[str, int], ...]:
+    """The ``n`` field: a list of [host, port] pairs."""
+    if not isinstance(value, list):
+        raise BeaconError(Ignored.MALFORMED, "client listeners must be a list")
+    clients: list[tuple[str, int]] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and item[0] and _is_port(item[1])):
+            raise BeaconError(Ignored.MALFORMED, "a client listener must be [host, port]")
+        clients.append((item[0], item[1]))
+    return tuple(clients)
 
 
 def connects_to(own_id: str, peer_id: str) -> bool:

@@ -14,6 +14,27 @@ def test_a_beacon_round_trips_signed_and_unsigned() -> None:
     assert Beacon.decode(B.encode(b"s3cret"), b"s3cret") == B
 
 
+def test_a_beacon_carries_the_listeners_for_clients() -> None:
+    with_clients = Beacon(group="g", router_id="B", host="127.0.0.1", port=5673,
+                          clients=(("127.0.0.1", 5672), ("10.0.0.2", 5674)))
+    assert Beacon.decode(with_clients.encode(b"k"), b"k") == with_clients
+    assert b'"n":[["127.0.0.1",5672],["10.0.0.2",5674]]' in with_clients.encode()
+    assert b'"n"' not in B.encode(), "no client listener: the field is left out"
+
+
+def _raw(payload: bytes) -> bytes:
+    return b"HOPB\x01\x00" + len(payload).to_bytes(2, "big") + payload
+
+
+@pytest.mark.parametrize("clients", [b'"x"', b'[["h"]]', b'[["h",0]]', b'[["",5]]',
+                                     b'[[1,5]]', b'[["h",true]]', b'[["h",5,6]]'])
+def test_bad_client_listeners_make_a_malformed_beacon(clients: bytes) -> None:
+    data = _raw(b'{"g":"g","id":"B","h":"h","p":1,"n":' + clients + b"}")
+    with pytest.raises(BeaconError) as refused:
+        Beacon.decode(data)
+    assert refused.value.reason is Ignored.MALFORMED
+
+
 @pytest.mark.parametrize(("data", "secret", "reason"), [
     (B.encode(b"right"), b"wrong", Ignored.BAD_SIGNATURE),
     (B.encode(), b"secret", Ignored.BAD_SIGNATURE),
