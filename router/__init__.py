@@ -1,8 +1,18 @@
 """Hop: an AMQP 1.0 message router.
 
 ``router.core`` is the pure routing core, ``router.adapter`` drives proton,
-``router.cli`` holds the commands.
+``router.cli`` holds the commands.  For applications: ``router.peer`` embeds
+a router joined to a peer group (``router.embedded``), ``router.discover``
+finds the routers of a group for a client (``router.discovery``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from router.discovery import discover
+    from router.embedded import peer
 
 __version__ = "0.1.0"
 
@@ -10,4 +20,15 @@ __version__ = "0.1.0"
 # bad event cannot stop the router; tests set this to re-raise them instead.
 RAISE_INTERNAL_ERRORS = False
 
-__all__ = ["RAISE_INTERNAL_ERRORS", "__version__"]
+__all__ = ["RAISE_INTERNAL_ERRORS", "__version__", "discover", "peer"]
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use: ``import router.core`` must not load the adapter.
+    if name == "peer":
+        from router.embedded import peer
+        return peer
+    if name == "discover":
+        from router.discovery import discover
+        return discover
+    raise AttributeError(f"module 'router' has no attribute {name!r}")
