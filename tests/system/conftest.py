@@ -28,7 +28,7 @@ def start_router(tmp_path: Path) -> Iterator[StartRouter]:
     failures = []
     for hop in started:
         status = hop.stop()
-        if status != 0:
+        if status != hop.expected_status:
             failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
     if failures:
         pytest.fail("\n".join(failures))

@@ -39,6 +39,8 @@ class Hop:
         self.conf_path = conf_path
         self.log_path = log_path
         self.ports = ports
+        #: The exit status teardown expects (a test that kills the router changes it).
+        self.expected_status = 0
 
     @property
     def url(self) -> str:
@@ -46,6 +48,12 @@ class Hop:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: the router dies with no goodbye to anyone."""
+        self.proc.kill()
+        self.proc.wait(5)
+        self.expected_status = -signal.SIGKILL
 
     def stop(self) -> int:
         if self.proc.poll() is None:

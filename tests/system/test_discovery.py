@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
-from tests.system.clients import connect, pump, send_async
+import pytest
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+from router.discovery import Discovered, DiscoveryError, discover
+from tests.system.clients import connect, pump, send_async, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, wait_for
 from tests.system.mgmt import Management
@@ -31,6 +37,16 @@ def direct_peers(hop: Hop) -> set[str]:
     try:
         return {row["id"] for row in client.query("router.node", "id", "cost")
                 if row["cost"] == 1}
+    finally:
+        client.close()
+
+
+def reachable(hop: Hop) -> set[str]:
+    """The other routers this one has a route to."""
+    client = Management(hop.url)
+    try:
+        return {row["id"] for row in client.query("router.node", "id", "cost")
+                if row["cost"] is not None}
     finally:
         client.close()
 
@@ -107,3 +123,89 @@ def test_a_restarted_router_rejoins(start_router: StartRouter) -> None:
     a.wait_log(r"peer B gone", timeout=10)
     member(start_router, "B", group, port)
     wait_for(lambda: nodes(a) == {"A", "B"}, 30, "B to rejoin")
+
+
+def test_a_killed_router_restarted_rejoins_and_routes(start_router: StartRouter) -> None:
+    """SIGKILL: no goodbye, the peers see the connection drop; the new
+    instance (same id, new port) is heard, connected and routed to."""
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    routers = [member(start_router, name, group, port) for name in ("A", "B", "C")]
+    a, b, c = routers
+    wait_for(lambda: all(direct_peers(hop) == {"A", "B", "C"} - {name}
+                         for hop, name in zip(routers, "ABC", strict=True)), 40,
+             "the full mesh")
+    b.kill()
+    # B stays in their tables (unreachable) until its link state ages out.
+    wait_for(lambda: direct_peers(a) == {"C"} and direct_peers(c) == {"A"}, 30,
+             "A and C to lose their connections to the dead B")
+    wait_for(lambda: "B" not in reachable(a) | reachable(c), 30,
+             "A and C to compute that B cannot be reached")
+    b2 = member(start_router, "B", group, port)
+    wait_for(lambda: all(direct_peers(hop) == {"A", "B", "C"} - {name}
+                         for hop, name in zip((a, b2, c), "ABC", strict=True)), 40,
+             "B to rejoin every peer")
+    consumer = connect(b2.url)
+    receiver = consumer.create_receiver("rejoined", credit=1)
+    producer = connect(a.url)
+    sender = producer.create_sender("rejoined")
+    producer.wait(lambda: sender.link.credit > 0, timeout=15)
+    delivery = send_async(sender, "to the new B")
+    pump(producer, 0.3)
+    assert receiver.receive(timeout=15).body == "to the new B"
+    receiver.accept()
+    wait_all([consumer, producer], lambda: delivery.settled, 15, "the outcome")
+    assert delivery.remote_state == delivery.ACCEPTED
+    producer.close()
+    consumer.close()
+
+
+class FailoverClient(MessagingHandler):  # type: ignore[misc]
+    """Connects along a discovered list; kills the first router it reaches and
+    records which routers it was connected to."""
+
+    def __init__(self, found: Discovered, routers: dict[str, Hop]) -> None:
+        super().__init__()
+        self.found = found
+        self.routers = routers
+        self.opened: list[str] = []
+
+    def on_start(self, event: Any) -> None:
+        self.found.connect(event.container, handler=self)
+        self.guard = event.container.schedule(60, self)
+
+    def on_timer_task(self, event: Any) -> None:
+        event.container.stop()
+
+    def on_connection_opened(self, event: Any) -> None:
+        self.opened.append(event.connection.remote_container)
+        if len(self.opened) == 1:
+            self.routers[self.opened[0]].kill()
+        else:
+            self.guard.cancel()
+            event.connection.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        pass  # the killed router: proton reconnects along the list
+
+
+def test_a_client_discovers_the_routers_of_a_group_and_fails_over(
+        start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    routers = {name: member(start_router, name, group, port) for name in ("A", "B")}
+    url = (f"discovery://(multicast://239.255.77.1:{port}?group={group}&interface=127.0.0.1)"
+           "?initialReconnectDelay=100&maxReconnectDelay=1000&randomize=false")
+    found = discover(url)
+    assert found.routers == {name: [hop.url] for name, hop in routers.items()}
+    assert found.urls == [routers["A"].url, routers["B"].url]
+    client = FailoverClient(found, routers)
+    Container(client).run()
+    assert client.opened == ["A", "B"], "reconnected to the next router of the list"
+
+
+def test_client_discovery_needs_the_group_secret(start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    member(start_router, "A", group, port, "    secret: right\n")
+    base = f"discovery://(multicast://239.255.77.1:{port}?group={group}&interface=127.0.0.1"
+    assert list(discover(base + "&secret=right)").routers) == ["A"]
+    with pytest.raises(DiscoveryError, match="no router of group"):
+        discover(base + "&secret=wrong)?discoveryTimeout=1500")
