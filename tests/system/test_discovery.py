@@ -4,7 +4,10 @@ and connect themselves, with no connector in their conf."""
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +20,8 @@ from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, wait_for
 from tests.system.mgmt import Management
 from tests.system.rabbitmq import free_port
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def member(start_router: StartRouter, router_id: str, group: str, port: int,
@@ -209,3 +214,34 @@ def test_client_discovery_needs_the_group_secret(start_router: StartRouter) -> N
     assert list(discover(base + "&secret=right)").routers) == ["A"]
     with pytest.raises(DiscoveryError, match="no router of group"):
         discover(base + "&secret=wrong)?discoveryTimeout=1500")
+
+
+def test_the_discovery_client_example_fails_over_and_receives_every_tick(
+        start_router: StartRouter) -> None:
+    group, port = f"g-{secrets.token_hex(4)}", free_port()
+    routers = {name: member(start_router, name, group, port) for name in ("A", "B")}
+    wait_for(lambda: direct_peers(routers["A"]) == {"B"}, 30, "A and B to connect")
+    url = (f"discovery://(multicast://239.255.77.1:{port}?group={group}&interface=127.0.0.1)"
+           "?initialReconnectDelay=100&maxReconnectDelay=1000&randomize=false")
+    client = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "peer-group" / "client.py"), "--url", url,
+         "--count", "12", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert client.stdout is not None
+        head = [client.stdout.readline() for _ in range(3)]
+        assert head == ["found router A at " + routers["A"].url + "\n",
+                        "found router B at " + routers["B"].url + "\n",
+                        "connected to router A\n"]
+        assert client.stdout.readline() == "received tick 0\n"
+        routers["A"].kill()
+        out, _ = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 0, out
+    assert "connected to router B\n" in out
+    ticks = {int(line.rsplit(" ", 1)[1]) for line in out.splitlines()
+             if line.startswith("received tick")}
+    assert ticks | {0} == set(range(12)), "every tick received at least once"
