@@ -120,6 +120,46 @@ The \fBname\fR of sections of one type must differ.
 .SH SECTIONS
 """
 
+_NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS
+.SS Reconnecting
+A \fBconnector\fR with none of the reconnect attributes behaves as qdrouterd's: the
+next attempt comes 5 s after a failed one and 2 s after a drop, forever.
+With any of \fBinitialReconnectDelay\fR (ms, 10), \fBmaxReconnectDelay\fR (ms, 30000),
+\fBuseExponentialBackOff\fR (yes), \fBbackOffMultiplier\fR (2) or
+\fBmaxReconnectAttempts\fR (0: unlimited) it backs off as ActiveMQ's failover transport
+does (defaults in parentheses), each delay with \(+-20% of random jitter.
+After the last attempt the connector's \fBconnectionStatus\fR is \fBFAILED\fR and the
+failure is logged.
+\fBfailoverUrls\fR lists further peers, tried in order when the current one is lost or
+unreachable; the list a peer announces in its OPEN properties
+(\fBfailover\-server\-list\fR) is learned.
+.SS Peer groups
+Interior routers with a \fBdiscovery\fR section of the same \fBgroup\fR find each other
+with no connector: every \fBannounceInterval\fR each sends a UDP beacon to the group's
+multicast \fBaddress\fR and \fBport\fR with its id, its announced inter-router listener
+and its \fBnormal\fR listeners (for clients), signed with HMAC\-SHA256 when the group
+has a \fBsecret\fR.
+Of each pair of live peers the router whose id sorts first opens the inter\-router
+connection, so there is exactly one per pair; a peer unheard for \fBexpiry\fR ms whose
+connection is gone is let go.
+Beacons of other groups, unsigned or wrongly signed beacons and malformed datagrams
+are ignored, logged once per kind and counted in the \fBdiscovery\fR management entity.
+A router whose announced listener listens on every address must set \fBinterface\fR.
+.SS Clients
+A Python client finds the routers of a group with
+\fBrouter.discover("discovery://(multicast://\fIGROUP\fB?interface=\fIADDRESS\fB)?initialReconnectDelay=100")\fR:
+the \fBnormal\fR listeners announced in the group, with the reconnect options above
+mapped onto proton's \fBBackoff\fR for \fBContainer.connect(urls=..., reconnect=...)\fR.
+.SS Embedded routers
+\fBrouter.peer("peer://\fIGROUP\fB/\fINAME\fB?\fIoptions\fB")\fR runs an interior router
+with id \fINAME\fR on a thread of the application, joined to \fIGROUP\fR, with a
+listener for the application's clients (its \fBurl\fR).
+The options are the \fBdiscovery\fR section's \fBaddress\fR, \fBport\fR, \fBinterface\fR, \fBttl\fR,
+\fBannounceInterval\fR, \fBexpiry\fR, \fBsecret\fR and \fBsecretFile\fR, plus
+\fBhost\fR (of both listeners; 127.0.0.1), \fBclientPort\fR and \fBpeerPort\fR (0: a
+free port).
+"""
+
 _EXAMPLE = r""".SH EXAMPLES
 A standalone router that serves clients on port 5672 and treats addresses by prefix:
 .PP
@@ -196,6 +236,34 @@ linkRoute {
 }
 .fi
 .RE
+.PP
+A member of the peer group \fBorders\fR: it connects itself to the other routers of
+the group it hears on the loopback interface, and announces its client listener:
+.PP
+.RS
+.nf
+router {
+    mode: interior
+    id: A
+}
+
+listener {
+    host: 127.0.0.1
+    port: 5672
+}
+
+listener {
+    host: 127.0.0.1
+    port: 0
+    role: inter-router
+}
+
+discovery {
+    group: orders
+    secretFile: /etc/hop/orders.secret
+}
+.fi
+.RE
 .SH SEE ALSO
 .BR hopd (8),
 .BR hopstat (8),
@@ -255,7 +323,8 @@ def _section(entity: EntityType) -> str:
 def render_manpage() -> str:
     """The troff source of ``hopd.conf(5)``."""
     header = _HEADER.replace("@REGENERATE@", REGENERATE_COMMAND)
-    return header + "".join(_section(entity) for entity in ENTITY_TYPES) + _EXAMPLE
+    return (header + "".join(_section(entity) for entity in ENTITY_TYPES) + _NETWORKS
+            + _EXAMPLE)
 
 
 def main() -> None:
