@@ -115,3 +115,26 @@ def known_pattern(conn: BlockingConnection, address: str) -> list[int]:
         else:
             receiver.release(delivered=False)
     return [wait_settled(conn, d) for d in deliveries]
+
+
+def deliver_across(producer_url: str, consumer_url: str, address: str, body: Any,
+                   timeout: float = 15.0) -> int:
+    """One message from a producer on ``producer_url`` to a consumer on
+    ``consumer_url`` (another router of a network) that accepts it; returns
+    the outcome the producer saw.  Both connections are closed."""
+    consumer, producer = connect(consumer_url), connect(producer_url)
+    try:
+        receiver = consumer.create_receiver(address, credit=1)
+        sender = producer.create_sender(address)
+        wait_all([consumer, producer], lambda: sender.link.credit > 0, timeout,
+                 f"credit for {address} from the consumer's router")
+        delivery = send_async(sender, body)
+        wait_all([consumer, producer], lambda: receiver.fetcher.has_message, timeout,
+                 f"the message on {address}")
+        assert receiver.receive().body == body
+        receiver.accept()
+        wait_all([consumer, producer], lambda: delivery.settled, timeout, "the outcome")
+        return int(delivery.remote_state)
+    finally:
+        producer.close()
+        consumer.close()

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proton import Delivery
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 from router.discovery import Discovered, DiscoveryError, discover
-from tests.system.clients import connect, pump, send_async, wait_all
+from tests.system.clients import connect, deliver_across, pump, send_async
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, wait_for
 from tests.system.mgmt import Management
@@ -149,19 +150,7 @@ def test_a_killed_router_restarted_rejoins_and_routes(start_router: StartRouter)
     wait_for(lambda: all(direct_peers(hop) == {"A", "B", "C"} - {name}
                          for hop, name in zip((a, b2, c), "ABC", strict=True)), 40,
              "B to rejoin every peer")
-    consumer = connect(b2.url)
-    receiver = consumer.create_receiver("rejoined", credit=1)
-    producer = connect(a.url)
-    sender = producer.create_sender("rejoined")
-    producer.wait(lambda: sender.link.credit > 0, timeout=15)
-    delivery = send_async(sender, "to the new B")
-    pump(producer, 0.3)
-    assert receiver.receive(timeout=15).body == "to the new B"
-    receiver.accept()
-    wait_all([consumer, producer], lambda: delivery.settled, 15, "the outcome")
-    assert delivery.remote_state == delivery.ACCEPTED
-    producer.close()
-    consumer.close()
+    assert deliver_across(a.url, b2.url, "rejoined", "to the new B") == Delivery.ACCEPTED
 
 
 class FailoverClient(MessagingHandler):  # type: ignore[misc]

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from proton import Delivery
 
 import router as hop
 from router.embedded import PeerError
-from tests.system.clients import connect, receive_all, send_async, wait_all
+from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
 from tests.system.harness import wait_for
 from tests.system.mgmt import Management
 from tests.system.rabbitmq import free_port
@@ -82,19 +83,7 @@ def test_two_embedded_peers_in_one_process_route_between_them() -> None:
             hop.peer(group_url(group, "right", port)) as right:
         wait_for(lambda: left.peers() == {"right"} and right.peers() == {"left"}, 30,
                  "the two embedded routers to route to each other")
-        consumer, producer = connect(right.url), connect(left.url)
-        receiver = consumer.create_receiver("across", credit=1)
-        sender = producer.create_sender("across")
-        wait_all([consumer, producer], lambda: sender.link.credit > 0, 15,
-                 "credit from the consumer on the other router")
-        delivery = send_async(sender, "from left")
-        wait_all([consumer, producer], lambda: receiver.fetcher.has_message, 15, "the message")
-        assert receiver.receive().body == "from left"
-        receiver.accept()
-        wait_all([consumer, producer], lambda: delivery.settled, 15, "the outcome")
-        assert delivery.remote_state == delivery.ACCEPTED
-        consumer.close()
-        producer.close()
+        assert deliver_across(left.url, right.url, "across", "from left") == Delivery.ACCEPTED
 
 
 def test_an_embedded_peer_that_cannot_start_says_why() -> None:
