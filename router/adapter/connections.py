@@ -18,7 +18,7 @@ from proton import Transport, symbol
 import router
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.core import Connection, Role
-from router.core.reconnect import Endpoint, Failover
+from router.core.reconnect import AcceptBackoff, Endpoint, Failover
 
 
 class Listener:
@@ -30,6 +30,8 @@ class Listener:
         host, port = sock.getsockname()[:2]
         self.host: str = host
         self.port: int = port
+        # Paused while ``accept`` fails for want of descriptors or memory.
+        self.backoff = AcceptBackoff()
 
 
 class Connector:

@@ -71,6 +71,14 @@ PN_TRANSPORT = lib.PN_TRANSPORT
 PN_LINK_FLOW = lib.PN_LINK_FLOW
 
 
+def accepted(listener: Listener, now: float) -> None:
+    """A connection was accepted: a listener that had to pause says it recovered."""
+    failures = listener.backoff.succeeded(now)
+    if failures:
+        server_log.log(logs.NOTICE, "Accepting on %s:%d again after %d failure%s",
+                       listener.host, listener.port, failures, "" if failures == 1 else "s")
+
+
 class Engine(Lifecycle):
     """Runs the router's I/O until ``stop()``.
 
@@ -126,6 +134,8 @@ class Engine(Lifecycle):
         self.watch = Watch()
         # The earliest connector retry (the loop wakes for it).
         self._next_retry: float | None = None
+        # The earliest end of a listener's pause in accepting (out of descriptors).
+        self._accept_resume: float | None = None
         #: The peer group this router announces itself to, if any.
         self.discovery: PeerDiscovery | None = None
         self.http: HttpServer | None = None
@@ -252,6 +262,8 @@ class Engine(Lifecycle):
                 wake = min(wake, self._next_retry)
             if self.discovery is not None:
                 wake = min(wake, self.discovery.next_due)
+            if self._accept_resume is not None:
+                wake = min(wake, self._accept_resume)
             self.run_once(max(0.0, min(wake - now, _TICK_S)))
         self._shutdown()
 
@@ -298,10 +310,13 @@ class Engine(Lifecycle):
                     self.dirty.add(conn)
             elif fd in self.listeners:
                 listener = self.listeners[fd]
-                if listener.settings.http and self.http is not None:
-                    self.http.accept(listener)
-                else:
-                    self._accept(listener)
+                try:
+                    if listener.settings.http and self.http is not None:
+                        self.http.accept(listener)
+                    else:
+                        self._accept(listener)
+                except OSError as exc:
+                    self._pause_accepting(listener, exc)
             elif fd in self.connecting:
                 self._connected(self.connecting.pop(fd))
             elif self.http is not None and fd in self.http.conns:
@@ -311,6 +326,8 @@ class Engine(Lifecycle):
             else:
                 self._drain_wakeup()
         now = self.clock()
+        if self._accept_resume is not None and now >= self._accept_resume:
+            self._resume_accepting(now)
         if now >= self._next_tick:
             self._tick(now)
         elif self._next_retry is not None and now >= self._next_retry:
@@ -382,17 +399,50 @@ class Engine(Lifecycle):
     # -- sockets ---------------------------------------------------------------
 
     def _accept(self, listener: Listener) -> None:
+        """Accept every pending connection; raises OSError when ``accept``
+        fails for another reason than an aborted or no pending connection."""
         while True:
             try:
                 sock, addr = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as exc:
-                server_log.warning("accept failed on %s:%s: %s", listener.host, listener.port, exc)
-                return
+            except ConnectionAbortedError:
+                continue
+            accepted(listener, self.clock())
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.adopt(sock, listener, f"{addr[0]}:{addr[1]}")
+
+    def _pause_accepting(self, listener: Listener, exc: OSError) -> None:
+        """``accept`` failed (out of file descriptors, ENFILE, ENOMEM...): stop
+        watching the listener for a back-off delay instead of spinning on a
+        backlog it cannot take; the connections it has are served as ever."""
+        now = self.clock()
+        report = listener.backoff.failed(now)
+        resume_at = listener.backoff.resume_at
+        assert resume_at is not None
+        with contextlib.suppress(OSError, ValueError):
+            self.epoll.modify(listener.sock.fileno(), 0)
+        if self._accept_resume is None or resume_at < self._accept_resume:
+            self._accept_resume = resume_at
+        if report is not None:
+            server_log.error("Accepting on %s:%d failed %d time%s: %s; paused for %g s "
+                             "(reported at most every %g s)", listener.host, listener.port,
+                             report, "" if report == 1 else "s", exc.strerror or exc,
+                             resume_at - now, listener.backoff.report_every_s)
+
+    def _resume_accepting(self, now: float) -> None:
+        self._accept_resume = None
+        for listener in self.listeners.values():
+            resume_at = listener.backoff.resume_at
+            if resume_at is None:
+                continue
+            if now >= resume_at:
+                listener.backoff.resume()
+                with contextlib.suppress(OSError, ValueError):
+                    self.epoll.modify(listener.sock.fileno(), select.EPOLLIN)
+            elif self._accept_resume is None or resume_at < self._accept_resume:
+                self._accept_resume = resume_at
 
     def adopt(self, sock: socket.socket, listener: Listener, peer: str) -> None:
         """Serve an accepted (non-blocking) socket as a connection of ``listener``."""
@@ -445,7 +495,11 @@ class Engine(Lifecycle):
         connector.address = f"{peer.host}:{peer.port}"
         connector.retry_at = None
         family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:  # out of descriptors: a failed attempt, retried later
+            self._connect_failed(connector, exc.strerror or str(exc))
+            return
         sock.setblocking(False)
         error = sock.connect_ex((peer.host, peer.port))
         if error not in (0, errno.EINPROGRESS):

@@ -217,9 +217,10 @@ class HttpServer:
                 sock, _ = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as exc:
-                log.warning("accept failed on %s:%s: %s", listener.host, listener.port, exc)
-                return
+            except ConnectionAbortedError:
+                continue
+            # Other failures (out of descriptors) raise: the engine pauses the listener.
+            listener.backoff.succeeded(self._clock())
             sock.setblocking(False)
             self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
             self._epoll.register(sock.fileno(), _READ)

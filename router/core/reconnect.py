@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Endpoint", "Failover", "ReconnectPolicy", "parse_failover_urls"]
+__all__ = ["AcceptBackoff", "Endpoint", "Failover", "ReconnectPolicy", "parse_failover_urls"]
 
 #: qdrouterd's delays: after an attempt that never opened, and after a drop.
 QDROUTERD_FAILED_S = 5.0
@@ -130,3 +130,59 @@ class Failover:
         entries = self.entries
         start = self.index % len(entries)
         return ", ".join(str(e) for e in entries[start:] + entries[:start])
+
+
+class AcceptBackoff:
+    """A listener whose ``accept`` fails for want of resources (out of file
+    descriptors, ENFILE, ENOMEM): it stops accepting for a while, twice as
+    long after each failure in a row up to ``max_s``, and says so at most
+    once every ``report_every_s`` with the number of failures since.
+
+    A pending connection stays in the kernel's backlog while accepting is
+    paused; nothing spins and the connections the router has keep being
+    served.  Pure: the caller passes the time.
+    """
+
+    def __init__(self, initial_s: float = 0.05, max_s: float = 2.0,
+                 report_every_s: float = 10.0) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.report_every_s = report_every_s
+        self.delay_s = initial_s
+        #: When accepting resumes; None while accepting.
+        self.resume_at: float | None = None
+        #: Failures since the listener opened (management), and since the last report.
+        self.failures = 0
+        self._unreported = 0
+        self._next_report = float("-inf")
+        self._since_success = 0
+        self._next_recovery = float("-inf")
+
+    def failed(self, now: float) -> int | None:
+        """An accept failed: pause.  Returns the failures to report now (the
+        first one, then at most one report per interval), else None."""
+        self.failures += 1
+        self._unreported += 1
+        self._since_success += 1
+        self.resume_at = now + self.delay_s
+        self.delay_s = min(self.delay_s * 2, self.max_s)
+        if now < self._next_report:
+            return None
+        self._next_report = now + self.report_every_s
+        count, self._unreported = self._unreported, 0
+        return count
+
+    def resume(self) -> None:
+        """The pause is over: accept again (the next failure pauses longer)."""
+        self.resume_at = None
+
+    def succeeded(self, now: float) -> int:
+        """A connection was accepted: the back-off starts over.  Returns the
+        failures to report as recovered from (at most one report per
+        interval, however often accepting fails and recovers), else 0."""
+        self.delay_s = self.initial_s
+        if not self._since_success or now < self._next_recovery:
+            return 0
+        self._next_recovery = now + self.report_every_s
+        recovered, self._since_success = self._since_success, 0
+        return recovered

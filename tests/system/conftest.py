@@ -18,9 +18,10 @@ def start_router(tmp_path: Path) -> Iterator[StartRouter]:
     """Start routers from conf text; on teardown SIGTERM them and require exit 0."""
     started: list[Hop] = []
 
-    def _start(conf_text: str | None = None, name: str = "hop", listeners: int = 1) -> Hop:
+    def _start(conf_text: str | None = None, name: str = "hop", listeners: int = 1,
+               max_files: int | None = None) -> Hop:
         hop = start(tmp_path, conf_text if conf_text is not None else router_conf(), name,
-                    listeners)
+                    listeners, max_files)
         started.append(hop)
         return hop
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -81,15 +83,19 @@ def hopd_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "router", *args]
 
 
-def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
-    """Write ``conf_text`` and start ``hopd`` on it; wait until it listens."""
+def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1,
+          max_files: int | None = None) -> Hop:
+    """Write ``conf_text`` and start ``hopd`` on it; wait until it listens.
+    ``max_files`` sets the router's limit of open file descriptors."""
     conf_path = directory / f"{name}.conf"
     conf_path.write_text(conf_text)
     log_path = directory / f"{name}.log"
     env = dict(os.environ, HOP_RAISE_INTERNAL_ERRORS="1")
     with log_path.open("wb") as log_file:
+        limit = None if max_files is None else functools.partial(
+            resource.setrlimit, resource.RLIMIT_NOFILE, (max_files, max_files))
         proc = subprocess.Popen(hopd_command("-c", str(conf_path)), stdout=log_file,
-                                stderr=subprocess.STDOUT, env=env)
+                                stderr=subprocess.STDOUT, env=env, preexec_fn=limit)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.reconnect import Endpoint, Failover, ReconnectPolicy, parse_failover_urls
+from router.core.reconnect import (
+    AcceptBackoff,
+    Endpoint,
+    Failover,
+    ReconnectPolicy,
+    parse_failover_urls,
+)
 
 
 def test_exponential_back_off_doubles_up_to_the_maximum() -> None:
@@ -58,3 +64,27 @@ def test_learnt_entries_replace_earlier_ones_and_keep_the_current_peer() -> None
     assert failover.current == Endpoint("x", 9), "the entry in use stays current"
     failover.learn([])
     assert failover.entries == [Endpoint("a", 1)] and failover.current == Endpoint("a", 1)
+
+
+def test_accepting_pauses_longer_after_each_failure_and_reports_once_per_interval() -> None:
+    backoff = AcceptBackoff(initial_s=0.05, max_s=0.4, report_every_s=10.0)
+    assert backoff.failed(100.0) == 1, "the first failure is reported at once"
+    assert backoff.resume_at == pytest.approx(100.05)
+    resumes = []
+    for n in range(1, 6):
+        backoff.resume()
+        assert backoff.failed(100.0 + n) is None, "within the interval: only counted"
+        assert backoff.resume_at is not None
+        resumes.append(round(backoff.resume_at - (100.0 + n), 3))
+    assert resumes == [0.1, 0.2, 0.4, 0.4, 0.4]
+    assert backoff.failed(110.0) == 6, "next report: every failure since the last one"
+    assert backoff.failures == 7
+    assert backoff.succeeded(110.5) == 7 and backoff.succeeded(110.6) == 0
+    backoff.resume()
+    backoff.failed(111.0)
+    assert backoff.resume_at == pytest.approx(111.05), "a success starts the back-off over"
+    backoff.resume()
+    assert backoff.succeeded(111.1) == 0, "recovered again within the interval: not reported"
+    backoff.failed(115.0)
+    backoff.resume()
+    assert backoff.succeeded(121.0) == 2, "every failure since the last recovery report"
