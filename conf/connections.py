@@ -109,7 +109,6 @@ _SSL_PROFILE = setting(
     "sslProfile",
     StringType(),
     "name of an sslProfile section; enables TLS",
-    ignored="TLS is not implemented yet: the connections are not encrypted",
 )
 _SASL_MECHANISMS = setting("saslMechanisms", StringType(), "space-separated SASL mechanisms")
 _MAX_FRAME_SIZE = setting(
@@ -231,8 +230,8 @@ class ListenerSection(Section, _PortHelpers):
         metadata=setting(
             "requireSsl",
             BooleanType(),
-            "refuse connections without TLS",
-            ignored="TLS is not implemented yet",
+            "with an sslProfile: refuse clients that do not start TLS (else they may "
+            "also connect in plain text)",
         ),
     )
     trusted_certs_file: str | None = attrs.field(

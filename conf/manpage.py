@@ -97,6 +97,11 @@ the start\-up; qdrouterd only logs them and drops the section;
 .IP \(bu 2
 \fBmaxFrameSize\fR below 512 is refused (qdrouterd raises it to 512);
 .IP \(bu 2
+an \fBsslProfile\fR whose files are missing or unreadable, whose key does not load
+(a wrong or missing password) or whose ciphers or protocols OpenSSL refuses stops
+the start\-up naming the profile and the file; qdrouterd logs it and runs without
+TLS;
+.IP \(bu 2
 log levels in \fBenable\fR must be spelled in full (qdrouterd takes prefixes such as
 \fBwarn\fR);
 .IP \(bu 2

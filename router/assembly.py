@@ -22,6 +22,7 @@ from router import logs
 from router.adapter import Engine, connector_settings, listener_settings
 from router.adapter.connections import Listener
 from router.adapter.discovery import DiscoverySettings
+from router.adapter.tls import TlsError, load_profiles
 from router.core import Role, Router
 from router.service import ServiceError
 
@@ -69,10 +70,15 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
                           "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
                   allow_resumable_link_route=r.allow_resumable_link_route)
-    engine = Engine(router=core, router_id=router_id,
-                    listeners=[listener_settings(s) for s in cfg.listeners],
-                    connectors=[connector_settings(s) for s in cfg.connectors],
-                    shutdown_grace_s=shutdown_grace_s)
+    try:
+        profiles = load_profiles(cfg.ssl_profiles)
+        listeners = [listener_settings(s, profiles) for s in cfg.listeners]
+        connectors = [connector_settings(s, profiles) for s in cfg.connectors]
+    except TlsError as exc:
+        raise ServiceError(str(exc), status=2) from None
+    engine = Engine(router=core, router_id=router_id, listeners=listeners,
+                    connectors=connectors, shutdown_grace_s=shutdown_grace_s)
+    engine.tls_profiles = profiles
     engine.enable_management(cfg.router, cfg.ssl_profiles)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)

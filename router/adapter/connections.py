@@ -60,7 +60,7 @@ class Conn:
     """One socket with its proton transport and connection."""
 
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "opened",
-                 "peer", "pn_conn", "settings", "sock", "started", "tptr", "transport",
+                 "peer", "pn_conn", "settings", "sock", "ssl", "started", "tptr", "transport",
                  "want_write")
 
     def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
@@ -73,6 +73,8 @@ class Conn:
         self.connector = connector
         self.cost = settings.cost
         self.transport = transport
+        #: proton's SSL layer of the transport, for a listener or connector with TLS.
+        self.ssl: Any = None
         self.pn_conn = pn_conn
         self.tptr = transport._impl
         self.cptr = pn_conn._impl

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from proton import SASL, Transport
+from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
 
 import conf
@@ -45,6 +45,7 @@ from router.adapter.metrics import HttpServer
 from router.adapter.pn import ffi, lib, to_str
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.adapter.settling import settle_with
+from router.adapter.tls import TlsProfile
 from router.core import (
     Connection,
     ConnectionId,
@@ -139,6 +140,8 @@ class Engine(Lifecycle):
         #: The peer group this router announces itself to, if any.
         self.discovery: PeerDiscovery | None = None
         self.http: HttpServer | None = None
+        #: The checked sslProfiles by name (listeners and connectors made at run time use them).
+        self.tls_profiles: dict[str, TlsProfile] = {}
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
 
@@ -467,10 +470,16 @@ class Engine(Lifecycle):
             transport.require_auth(s.authenticate_peer)
             if s.require_encryption:
                 transport.require_encryption(True)
+        ssl = None
+        if s.tls is not None:
+            ssl = SSL(transport, s.tls)
+            if connector is not None:
+                ssl.peer_hostname = connector.failover.current.host  # SNI, name check
         pn_conn = PnConnection()
         transport.bind(pn_conn)
         lib.pn_connection_collect(pn_conn._impl, self.collector)
         conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)
+        conn.ssl = ssl
         core.handle = conn
         self.conns[conn.fd] = conn
         self.by_transport[conn.tptr] = conn

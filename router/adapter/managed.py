@@ -21,6 +21,7 @@ from router import logs
 from router.adapter.connections import Connector, Listener
 from router.adapter.pn import lib, to_str
 from router.adapter.settings import connector_settings, listener_settings
+from router.adapter.tls import TlsError
 from router.core import Role, Router, tally
 from router.management import (
     Agent,
@@ -61,6 +62,8 @@ class Connections(ReadOnly):
             mech = sasl.mech if conn.opened else None
             user = transport.user if conn.opened else None
             container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
+            encrypted = bool(conn.opened and lib.pn_transport_is_encrypted(conn.tptr))
+            ssl = conn.ssl if encrypted else None
             rows.append({
                 "identity": str(conn.core.conn_id),
                 "name": f"connection/{conn.peer}",
@@ -73,11 +76,13 @@ class Connections(ReadOnly):
                 "dir": "out" if conn.connector is not None else "in",
                 "role": conn.core.role.value,
                 "isAuthenticated": bool(user) and mech not in (None, "ANONYMOUS"),
-                "isEncrypted": False,
+                "isEncrypted": encrypted,
                 "enableProtocolTrace": False,
                 "sasl": mech,
                 "user": user,
-                "ssl": False,
+                "ssl": ssl is not None,
+                "sslProto": None if ssl is None else ssl.protocol_name(),
+                "sslCipher": None if ssl is None else ssl.cipher_name(),
                 "tenant": None,
                 "uptimeSeconds": int(now - conn.started),
                 "lastDlvSeconds": None,
@@ -139,7 +144,10 @@ class Listeners(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
-        settings = listener_settings(section)
+        try:
+            settings = listener_settings(section, self._engine.tls_profiles)
+        except TlsError as error:
+            raise ManagementError(400, str(error)) from None
         try:
             listener = self._engine.listen(settings)
         except OSError as error:
@@ -197,7 +205,11 @@ class Connectors(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         section = section_from("connector", name, attributes)
         assert isinstance(section, conf.ConnectorSection)
-        connector = self._engine.add_connector(connector_settings(section))
+        try:
+            settings = connector_settings(section, self._engine.tls_profiles)
+        except TlsError as error:
+            raise ManagementError(400, str(error)) from None
+        connector = self._engine.add_connector(settings)
         return Changed(row=next(r for r, c in self._rows() if c is connector))
 
     def delete(self, row: Row) -> tuple[()]:

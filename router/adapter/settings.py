@@ -3,11 +3,13 @@ CLI from the conf."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 import conf
+from router.adapter.tls import TlsError, TlsProfile
 from router.core import Role
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
@@ -38,6 +40,8 @@ class ListenerSettings:
     http: bool = False
     metrics: bool = True
     healthz: bool = True
+    #: The proton SSL domain (``router.adapter.tls``) when the listener has an sslProfile.
+    tls: Any = None
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -68,6 +72,8 @@ class ConnectorSettings:
     reconnect: ReconnectPolicy | None = None
     failover: tuple[Endpoint, ...] = ()
     initial_handshake_timeout_s: int = 0
+    #: The proton SSL domain when the connector has an sslProfile.
+    tls: Any = None
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -97,9 +103,37 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
     }
 
 
-def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
-    """The adapter's settings for a ``listener`` section."""
+def _profile(section: conf.ListenerSection | conf.ConnectorSection,
+             profiles: Mapping[str, TlsProfile] | None) -> TlsProfile | None:
+    if section.ssl_profile is None:
+        return None
+    profile = (profiles or {}).get(section.ssl_profile)
+    if profile is None:
+        raise TlsError(f"no sslProfile named {section.ssl_profile!r}")
+    return profile
+
+
+def listener_settings(section: conf.ListenerSection,
+                      profiles: Mapping[str, TlsProfile] | None = None) -> ListenerSettings:
+    """The adapter's settings for a ``listener`` section; ``profiles`` are
+    the router's checked sslProfiles.
+
+    Raises:
+        TlsError: an unknown profile, ``requireSsl`` without one, or client
+            certificates asked for with no CA to check them.
+    """
+    profile = _profile(section, profiles)
+    tls = None
+    if profile is not None:
+        mechanisms = (section.sasl_mechanisms or "").split()
+        tls = profile.server_domain(
+            verify_client=section.authenticate_peer and "EXTERNAL" in mechanisms,
+            require_tls=section.require_ssl)
+    elif section.require_ssl:
+        raise TlsError(f"listener {section.name or section.port}: requireSsl needs an "
+                       "sslProfile")
     return ListenerSettings(
+        tls=tls,
         host=section.host or "0.0.0.0",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
@@ -112,8 +146,16 @@ def listener_settings(section: conf.ListenerSection) -> ListenerSettings:
     )
 
 
-def connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
-    """The adapter's settings for a ``connector`` section."""
+def connector_settings(section: conf.ConnectorSection,
+                       profiles: Mapping[str, TlsProfile] | None = None) -> ConnectorSettings:
+    """The adapter's settings for a ``connector`` section.
+
+    Raises:
+        TlsError: an unknown sslProfile.
+    """
+    profile = _profile(section, profiles)
+    tls = None if profile is None else profile.client_domain(
+        verify_hostname=section.verify_hostname)
     options = (section.initial_reconnect_delay, section.max_reconnect_delay,
                section.use_exponential_back_off, section.back_off_multiplier,
                section.max_reconnect_attempts)
@@ -130,5 +172,5 @@ def connector_settings(section: conf.ConnectorSection) -> ConnectorSettings:
             multiplier=section.back_off_multiplier or default.multiplier,
             max_attempts=section.max_reconnect_attempts or 0)
     failover = tuple(parse_failover_urls(section.failover_urls or ""))
-    return ConnectorSettings(host=section.host, reconnect=policy, failover=failover,
+    return ConnectorSettings(host=section.host, reconnect=policy, failover=failover, tls=tls,
                              **_connection_settings(section))

@@ -1,0 +1,160 @@
+"""TLS for listeners and connectors: ``sslProfile`` sections as proton SSL domains.
+
+Owns reading an ``sslProfile`` (certificate, key and its password, trusted
+CAs, ciphers, protocol versions) into the server and client domains the
+engine wraps transports with, and checking it all at start-up: a missing
+or unreadable file, a key that does not load (a wrong password) or a bad
+cipher list is an error naming the profile and the file, never a silent
+fallback to plain text (qdrouterd only logs those and carries on).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+from proton import SSLDomain, SSLException
+
+import conf
+from router.adapter.pn import lib
+
+__all__ = ["TlsError", "TlsProfile", "load_profiles"]
+
+
+class TlsError(Exception):
+    """An ``sslProfile`` that cannot be used; the message names it and the file."""
+
+
+def _password(profile: conf.SslProfileSection) -> str | None:
+    """The key's password: qdrouterd's ``env:VAR``, ``file:PATH``, ``pass:TEXT``
+    or plain text, else the first line of ``passwordFile``."""
+    name = profile.name
+    value = profile.password
+    if value is None:
+        if profile.password_file is None:
+            return None
+        value = f"file:{profile.password_file}"
+    if value.startswith("env:"):
+        variable = value[4:].strip()
+        if variable not in os.environ:
+            raise TlsError(f"sslProfile {name!r}: password environment variable "
+                           f"{variable} is not set")
+        return os.environ[variable]
+    if value.startswith("file:"):
+        path = value[5:].strip()
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise TlsError(f"sslProfile {name!r}: cannot read the password file {path}: "
+                           f"{exc.strerror}") from None
+    if value.startswith("pass:"):
+        return value[5:]
+    if value.startswith("literal:"):
+        return value[8:]
+    return value
+
+
+def _readable(profile: conf.SslProfileSection, attribute: str, path: str | None) -> None:
+    if path is None:
+        return
+    try:
+        with open(path, "rb") as file:
+            file.read(1)
+    except OSError as exc:
+        raise TlsError(f"sslProfile {profile.name!r}: cannot read {attribute} {path}: "
+                       f"{exc.strerror}") from None
+
+
+@attrs.frozen
+class TlsProfile:
+    """One ``sslProfile``, checked: its files are readable and its key loads."""
+
+    section: conf.SslProfileSection
+
+    @property
+    def name(self) -> str:
+        return self.section.name or ""
+
+    def server_domain(self, *, verify_client: bool, require_tls: bool) -> Any:
+        """The domain of a listener: ``verify_client`` asks every client for a
+        certificate signed by the profile's CAs (SASL EXTERNAL);
+        ``require_tls`` refuses clients that do not start TLS (else they may
+        connect in plain text on the same port, as with qdrouterd).
+
+        Raises:
+            TlsError: client verification without ``caCertFile``.
+        """
+        if verify_client and self.section.ca_cert_file is None:
+            raise TlsError(f"sslProfile {self.name!r}: verifying client certificates "
+                           "(authenticatePeer with EXTERNAL) needs caCertFile")
+        domain = _domain(self.section, SSLDomain.MODE_SERVER)
+        if verify_client:
+            domain.set_peer_authentication(SSLDomain.VERIFY_PEER, self.section.ca_cert_file)
+        else:
+            domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+        if not require_tls:
+            domain.allow_unsecured_client()
+        return domain
+
+    def client_domain(self, *, verify_hostname: bool) -> Any:
+        """The domain of a connector: the server's certificate is checked
+        against ``caCertFile`` (and its name against the host with
+        ``verify_hostname``); without ``caCertFile`` it is not checked."""
+        domain = _domain(self.section, SSLDomain.MODE_CLIENT)
+        if self.section.ca_cert_file is None:
+            domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+        elif verify_hostname:
+            domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+        else:
+            domain.set_peer_authentication(SSLDomain.VERIFY_PEER)
+        return domain
+
+
+def _domain(profile: conf.SslProfileSection, mode: int) -> Any:
+    name = profile.name
+    domain = SSLDomain(mode)
+    password = _password(profile)
+    try:
+        if profile.cert_file is not None:
+            key = profile.private_key_file or profile.cert_file
+            # Never None: OpenSSL would prompt on the terminal for the pass phrase.
+            domain.set_credentials(profile.cert_file, key, password or "")
+        if profile.ca_cert_file is not None:
+            domain.set_trusted_ca_db(profile.ca_cert_file)
+    except SSLException:
+        raise TlsError(
+            f"sslProfile {name!r}: certFile {profile.cert_file} and privateKeyFile "
+            f"{profile.private_key_file or profile.cert_file} do not load (not PEM, not a "
+            "matching pair, or a wrong password)") from None
+    if profile.ciphers and lib.pn_ssl_domain_set_ciphers(
+            domain._domain, profile.ciphers.encode()) != 0:
+        raise TlsError(f"sslProfile {name!r}: OpenSSL knows none of ciphers "
+                       f"{profile.ciphers!r}")
+    if profile.protocols and lib.pn_ssl_domain_set_protocols(
+            domain._domain, profile.protocols.encode()) != 0:
+        raise TlsError(f"sslProfile {name!r}: OpenSSL refuses protocols "
+                       f"{profile.protocols!r}")
+    return domain
+
+
+def load_profiles(sections: tuple[conf.SslProfileSection, ...] | list[conf.SslProfileSection],
+                  ) -> dict[str, TlsProfile]:
+    """Every ``sslProfile``, checked and ready, by name.
+
+    Raises:
+        TlsError: naming the profile and the file that is missing, unreadable
+            or does not load.
+    """
+    profiles: dict[str, TlsProfile] = {}
+    for section in sections:
+        for attribute, path in (("certFile", section.cert_file),
+                                ("privateKeyFile", section.private_key_file),
+                                ("caCertFile", section.ca_cert_file)):
+            _readable(section, attribute, path)
+        if section.private_key_file is not None and section.cert_file is None:
+            raise TlsError(f"sslProfile {section.name!r}: privateKeyFile without certFile")
+        _domain(section, SSLDomain.MODE_SERVER)  # raises if the key does not load
+        profiles[section.name or ""] = TlsProfile(section)
+    return profiles
