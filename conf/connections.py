@@ -212,6 +212,15 @@ class ListenerSection(Section, _PortHelpers):
         default=False,
         metadata=setting("authenticatePeer", BooleanType(), "require an authenticated peer"),
     )
+    allow_insecure_mechanisms: bool = attrs.field(
+        default=False,
+        metadata=setting(
+            "allowInsecureMechanisms",
+            BooleanType(),
+            "accept mechanisms that send the password in clear (PLAIN) on connections "
+            "without TLS (a Hop extension; qdrouterd always accepts them)",
+        ),
+    )
     sasl_plugin: str | None = attrs.field(
         default=None,
         metadata=setting(

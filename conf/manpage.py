@@ -102,6 +102,9 @@ an \fBsslProfile\fR whose files are missing or unreadable, whose key does not lo
 the start\-up naming the profile and the file; qdrouterd logs it and runs without
 TLS;
 .IP \(bu 2
+a listener offers PLAIN on connections without TLS only with
+\fBallowInsecureMechanisms\fR (qdrouterd always offers it);
+.IP \(bu 2
 log levels in \fBenable\fR must be spelled in full (qdrouterd takes prefixes such as
 \fBwarn\fR);
 .IP \(bu 2
@@ -123,6 +126,34 @@ generates; a file without a \fBpolicy\fR section gets the default policy.
 At most one of each may be given.
 The \fBname\fR of sections of one type must differ.
 .SH SECTIONS
+"""
+
+_SECURITY = r""".SH SECURITY
+.SS TLS
+A listener or connector of any role with \fBsslProfile\fR uses TLS.
+A listener also takes plain\-text clients on the same port unless \fBrequireSsl\fR is
+set; with \fBauthenticatePeer\fR and \fBEXTERNAL\fR in \fBsaslMechanisms\fR it asks
+every client for a certificate signed by the profile's \fBcaCertFile\fR, and the
+certificate's subject is the connection's user.
+A connector checks the server's certificate against \fBcaCertFile\fR (none: not
+checked) and, with \fBverifyHostname\fR, its DNS name against \fBhost\fR.
+Every profile is loaded at start\-up: a missing or unreadable file, a key that does
+not load (a wrong or missing \fBpassword\fR) or refused \fBciphers\fR or
+\fBprotocols\fR stop
+.B hopd
+with status 2 before any port opens.
+An encrypted key is never asked for on the terminal.
+.SS SASL
+ANONYMOUS and EXTERNAL need nothing more.
+PLAIN is checked by Cyrus SASL with the configuration
+\fIsaslConfigDir\fB/\fIsaslConfigName\fB.conf\fR (for example a sasldb made with
+\fBsaslpasswd2\fR); it needs python\-qpid\-proton built against libsasl2, else a
+listener offering it stops the start\-up.
+A listener offers PLAIN only on TLS connections unless \fBallowInsecureMechanisms\fR
+is set.
+A connector logs in with \fBsaslUsername\fR and \fBsaslPassword\fR (\fBenv:\fR,
+\fBfile:\fR, \fBpass:\fR or the text), with PLAIN unless \fBsaslMechanisms\fR says
+otherwise.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS
@@ -328,8 +359,8 @@ def _section(entity: EntityType) -> str:
 def render_manpage() -> str:
     """The troff source of ``hopd.conf(5)``."""
     header = _HEADER.replace("@REGENERATE@", REGENERATE_COMMAND)
-    return (header + "".join(_section(entity) for entity in ENTITY_TYPES) + _NETWORKS
-            + _EXAMPLE)
+    return (header + "".join(_section(entity) for entity in ENTITY_TYPES) + _SECURITY
+            + _NETWORKS + _EXAMPLE)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from router import logs
 from router.adapter import Engine, connector_settings, listener_settings
 from router.adapter.connections import Listener
 from router.adapter.discovery import DiscoverySettings
+from router.adapter.settings import SaslError
 from router.adapter.tls import TlsError, load_profiles
 from router.core import Role, Router
 from router.service import ServiceError
@@ -72,9 +73,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
                   allow_resumable_link_route=r.allow_resumable_link_route)
     try:
         profiles = load_profiles(cfg.ssl_profiles)
-        listeners = [listener_settings(s, profiles) for s in cfg.listeners]
+        listeners = [listener_settings(s, profiles, cfg.router) for s in cfg.listeners]
         connectors = [connector_settings(s, profiles) for s in cfg.connectors]
-    except TlsError as exc:
+    except (TlsError, SaslError) as exc:
         raise ServiceError(str(exc), status=2) from None
     engine = Engine(router=core, router_id=router_id, listeners=listeners,
                     connectors=connectors, shutdown_grace_s=shutdown_grace_s)

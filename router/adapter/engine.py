@@ -142,6 +142,8 @@ class Engine(Lifecycle):
         self.http: HttpServer | None = None
         #: The checked sslProfiles by name (listeners and connectors made at run time use them).
         self.tls_profiles: dict[str, TlsProfile] = {}
+        #: The router's conf section (listeners made at run time take its SASL settings).
+        self.router_section: conf.RouterSection | None = None
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
 
@@ -220,6 +222,7 @@ class Engine(Lifecycle):
     def enable_management(self, section: conf.RouterSection,
                           ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> None:
         """Serve the management agent at ``$management`` and ``_local/$management``."""
+        self.router_section = section
         agent, self.router_row = build_agent(self, section, self.router_id, ssl_profiles)
         self.management = ManagementNode(self.router, self.forwarder, agent, self.apply)
 
@@ -470,12 +473,22 @@ class Engine(Lifecycle):
             transport.require_auth(s.authenticate_peer)
             if s.require_encryption:
                 transport.require_encryption(True)
+            sasl.allow_insecure_mechs = s.allow_insecure_mechanisms
+            if s.sasl_config_dir is not None:
+                sasl.config_path(s.sasl_config_dir)
+            sasl.config_name(s.sasl_config_name)
+        else:
+            sasl.allow_insecure_mechs = True  # the conf chose to send these credentials
         ssl = None
         if s.tls is not None:
             ssl = SSL(transport, s.tls)
             if connector is not None:
                 ssl.peer_hostname = connector.failover.current.host  # SNI, name check
         pn_conn = PnConnection()
+        if isinstance(s, ConnectorSettings) and s.sasl_username is not None:
+            pn_conn.user = s.sasl_username
+            if s.sasl_password is not None:
+                pn_conn.password = s.sasl_password
         transport.bind(pn_conn)
         lib.pn_connection_collect(pn_conn._impl, self.collector)
         conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)

@@ -20,7 +20,7 @@ import router
 from router import logs
 from router.adapter.connections import Connector, Listener
 from router.adapter.pn import lib, to_str
-from router.adapter.settings import connector_settings, listener_settings
+from router.adapter.settings import SaslError, connector_settings, listener_settings
 from router.adapter.tls import TlsError
 from router.core import Role, Router, tally
 from router.management import (
@@ -145,8 +145,9 @@ class Listeners(ReadOnly):
         section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
         try:
-            settings = listener_settings(section, self._engine.tls_profiles)
-        except TlsError as error:
+            settings = listener_settings(section, self._engine.tls_profiles,
+                                         self._engine.router_section)
+        except (TlsError, SaslError) as error:
             raise ManagementError(400, str(error)) from None
         try:
             listener = self._engine.listen(settings)
@@ -207,7 +208,7 @@ class Connectors(ReadOnly):
         assert isinstance(section, conf.ConnectorSection)
         try:
             settings = connector_settings(section, self._engine.tls_profiles)
-        except TlsError as error:
+        except (TlsError, SaslError) as error:
             raise ManagementError(400, str(error)) from None
         connector = self._engine.add_connector(settings)
         return Changed(row=next(r for r, c in self._rows() if c is connector))

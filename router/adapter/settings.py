@@ -7,11 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from proton import SASL
 
 import conf
-from router.adapter.tls import TlsError, TlsProfile
+from router.adapter.tls import SecretError, TlsError, TlsProfile, secret_value
 from router.core import Role
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
+
+
+class SaslError(Exception):
+    """A SASL setting that cannot be used (exit status 2 at start-up)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -26,6 +31,11 @@ class ListenerSettings:
     sasl_mechanisms: str = "ANONYMOUS"
     authenticate_peer: bool = False
     require_encryption: bool = False
+    #: PLAIN and the like on connections without TLS.
+    allow_insecure_mechanisms: bool = False
+    #: Cyrus SASL configuration (router ``saslConfigDir``/``saslConfigName``).
+    sasl_config_dir: str | None = None
+    sasl_config_name: str = "qdrouterd"
     idle_timeout_s: int = 16
     initial_handshake_timeout_s: int = 0
     max_frame_size: int = 16384
@@ -74,6 +84,9 @@ class ConnectorSettings:
     initial_handshake_timeout_s: int = 0
     #: The proton SSL domain when the connector has an sslProfile.
     tls: Any = None
+    #: SASL credentials the connector authenticates with.
+    sasl_username: str | None = None
+    sasl_password: str | None = None
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -114,13 +127,15 @@ def _profile(section: conf.ListenerSection | conf.ConnectorSection,
 
 
 def listener_settings(section: conf.ListenerSection,
-                      profiles: Mapping[str, TlsProfile] | None = None) -> ListenerSettings:
+                      profiles: Mapping[str, TlsProfile] | None = None,
+                      router: conf.RouterSection | None = None) -> ListenerSettings:
     """The adapter's settings for a ``listener`` section; ``profiles`` are
     the router's checked sslProfiles.
 
     Raises:
         TlsError: an unknown profile, ``requireSsl`` without one, or client
             certificates asked for with no CA to check them.
+        SaslError: a mechanism this build of proton cannot serve.
     """
     profile = _profile(section, profiles)
     tls = None
@@ -132,8 +147,18 @@ def listener_settings(section: conf.ListenerSection,
     elif section.require_ssl:
         raise TlsError(f"listener {section.name or section.port}: requireSsl needs an "
                        "sslProfile")
+    mechanisms = (section.sasl_mechanisms or "ANONYMOUS").split()
+    needs_cyrus = sorted(set(mechanisms) - {"ANONYMOUS", "EXTERNAL"})
+    if needs_cyrus and not SASL.extended():
+        raise SaslError(
+            f"listener {section.name or section.port}: SASL {' '.join(needs_cyrus)} needs "
+            "python-qpid-proton built with Cyrus SASL (install libsasl2-dev and pkg-config, "
+            "then reinstall python-qpid-proton from source)")
     return ListenerSettings(
         tls=tls,
+        allow_insecure_mechanisms=section.allow_insecure_mechanisms,
+        sasl_config_dir=router.sasl_config_dir if router is not None else None,
+        sasl_config_name=router.sasl_config_name if router is not None else "qdrouterd",
         host=section.host or "0.0.0.0",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
@@ -152,6 +177,7 @@ def connector_settings(section: conf.ConnectorSection,
 
     Raises:
         TlsError: an unknown sslProfile.
+        SaslError: a saslPassword that cannot be read.
     """
     profile = _profile(section, profiles)
     tls = None if profile is None else profile.client_domain(
@@ -172,5 +198,16 @@ def connector_settings(section: conf.ConnectorSection,
             multiplier=section.back_off_multiplier or default.multiplier,
             max_attempts=section.max_reconnect_attempts or 0)
     failover = tuple(parse_failover_urls(section.failover_urls or ""))
+    password = None
+    if section.sasl_password is not None:
+        try:
+            password = secret_value(section.sasl_password)
+        except SecretError as exc:
+            raise SaslError(f"connector {section.name or section.host}: saslPassword: "
+                            f"{exc}") from None
+    settings = _connection_settings(section)
+    if section.sasl_username is not None and section.sasl_mechanisms is None:
+        settings["sasl_mechanisms"] = "PLAIN"
     return ConnectorSettings(host=section.host, reconnect=policy, failover=failover, tls=tls,
-                             **_connection_settings(section))
+                             sasl_username=section.sasl_username, sasl_password=password,
+                             **settings)

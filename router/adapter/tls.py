@@ -19,27 +19,28 @@ from proton import SSLDomain, SSLException
 import conf
 from router.adapter.pn import lib
 
-__all__ = ["TlsError", "TlsProfile", "load_profiles"]
+__all__ = ["SecretError", "TlsError", "TlsProfile", "load_profiles", "secret_value"]
 
 
 class TlsError(Exception):
     """An ``sslProfile`` that cannot be used; the message names it and the file."""
 
 
-def _password(profile: conf.SslProfileSection) -> str | None:
-    """The key's password: qdrouterd's ``env:VAR``, ``file:PATH``, ``pass:TEXT``
-    or plain text, else the first line of ``passwordFile``."""
-    name = profile.name
-    value = profile.password
-    if value is None:
-        if profile.password_file is None:
-            return None
-        value = f"file:{profile.password_file}"
+class SecretError(Exception):
+    """A password given in a form that cannot be read."""
+
+
+def secret_value(value: str) -> str:
+    """A password in qdrouterd's forms: ``env:VAR``, ``file:PATH`` (its first
+    line), ``pass:TEXT``, ``literal:TEXT`` or the text itself.
+
+    Raises:
+        SecretError: the variable is not set or the file cannot be read.
+    """
     if value.startswith("env:"):
         variable = value[4:].strip()
         if variable not in os.environ:
-            raise TlsError(f"sslProfile {name!r}: password environment variable "
-                           f"{variable} is not set")
+            raise SecretError(f"environment variable {variable} is not set")
         return os.environ[variable]
     if value.startswith("file:"):
         path = value[5:].strip()
@@ -47,13 +48,25 @@ def _password(profile: conf.SslProfileSection) -> str | None:
             with open(path, encoding="utf-8") as file:
                 return file.readline().rstrip("\r\n")
         except OSError as exc:
-            raise TlsError(f"sslProfile {name!r}: cannot read the password file {path}: "
-                           f"{exc.strerror}") from None
+            raise SecretError(f"cannot read the file {path}: {exc.strerror}") from None
     if value.startswith("pass:"):
         return value[5:]
     if value.startswith("literal:"):
         return value[8:]
     return value
+
+
+def _password(profile: conf.SslProfileSection) -> str | None:
+    """The key's password, else the first line of ``passwordFile``."""
+    value = profile.password
+    if value is None:
+        if profile.password_file is None:
+            return None
+        value = f"file:{profile.password_file}"
+    try:
+        return secret_value(value)
+    except SecretError as exc:
+        raise TlsError(f"sslProfile {profile.name!r}: password: {exc}") from None
 
 
 def _readable(profile: conf.SslProfileSection, attribute: str, path: str | None) -> None:

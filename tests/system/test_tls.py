@@ -137,7 +137,7 @@ def test_routers_connect_over_tls_checking_the_name(start_router: StartRouter,
     ("wrong-password", "sslProfile 'tls': certFile {cert} and privateKeyFile {key} do not "
                        "load"),
     ("no-password", "sslProfile 'tls': certFile {cert} and privateKeyFile {key} do not load"),
-    ("password-env", "sslProfile 'tls': password environment variable HOP_NO_SUCH_VAR is "
+    ("password-env", "sslProfile 'tls': password: environment variable HOP_NO_SUCH_VAR is "
                      "not set"),
 ])
 def test_an_unusable_profile_stops_the_start_naming_the_file(

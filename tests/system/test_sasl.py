@@ -1,0 +1,124 @@
+"""SASL on listeners and connectors: PLAIN checked against a Cyrus sasldb,
+refused in clear text unless the listener allows it, and connectors that
+log in with a user name and password."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import attrs
+import pytest
+from proton import ConnectionException, Delivery, SSLDomain
+from proton.utils import BlockingConnection
+
+from tests.system.certs import Pki, make_pki
+from tests.system.clients import deliver_across
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop
+from tests.system.mgmt import Management
+from tests.system.network import interior_conf
+
+PASSWORD = "correct horse"
+
+
+@attrs.frozen
+class Users:
+    config_dir: Path
+    config_name: str
+
+
+@pytest.fixture(scope="module")
+def users(tmp_path_factory: pytest.TempPathFactory) -> Users:
+    """A Cyrus SASL configuration whose sasldb knows alice@hop (and router@hop)."""
+    directory = tmp_path_factory.mktemp("sasl")
+    db = directory / "users.sasldb"
+    for user in ("alice", "router"):
+        subprocess.run(["saslpasswd2", "-c", "-p", "-f", str(db), "-u", "hop", user],
+                       input=PASSWORD, text=True, check=True, timeout=30)
+    (directory / "hop-test.conf").write_text(
+        f"pwcheck_method: auxprop\nauxprop_plugin: sasldb\nsasldb_path: {db}\n"
+        "mech_list: PLAIN ANONYMOUS EXTERNAL\n")
+    return Users(directory, "hop-test")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def router_with(users: Users, listeners: str, pki: Pki | None = None) -> str:
+    tls = "" if pki is None else (
+        f"sslProfile {{\n    name: tls\n    certFile: {pki.server_cert}\n"
+        f"    privateKeyFile: {pki.server_key}\n}}\n")
+    return (f"router {{\n    mode: standalone\n    id: S\n    saslConfigDir: {users.config_dir}\n"
+            f"    saslConfigName: {users.config_name}\n}}\n{tls}{listeners}"
+            "listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: ANONYMOUS\n}\n")
+
+
+def plain_listener(extra: str = "") -> str:
+    return ("listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: PLAIN\n"
+            f"    authenticatePeer: yes\n{extra}}}\n")
+
+
+def login(url: str, user: str, password: str, **kwargs: object) -> BlockingConnection:
+    return BlockingConnection(url, user=user, password=password, allowed_mechs="PLAIN",
+                              timeout=10, **kwargs)
+
+
+def users_of(hop: Hop, management_port: int) -> list[tuple[str, str, bool]]:
+    client = Management(f"amqp://127.0.0.1:{management_port}")
+    try:
+        rows = client.query("connection", "user", "sasl", "isAuthenticated")
+    finally:
+        client.close()
+    return sorted((r["user"], r["sasl"], r["isAuthenticated"]) for r in rows
+                  if r["sasl"] == "PLAIN")
+
+
+def test_plain_is_checked_against_the_user_database(start_router: StartRouter,
+                                                    users: Users) -> None:
+    hop = start_router(router_with(users, plain_listener(
+        "    allowInsecureMechanisms: yes\n")), listeners=2)
+    conn = login(hop.url, "alice@hop", PASSWORD, allow_insecure_mechs=True)
+    assert users_of(hop, hop.ports[1]) == [("alice@hop", "PLAIN", True)]
+    conn.close()
+    for user, password in (("alice@hop", "wrong"), ("mallory@hop", PASSWORD)):
+        with pytest.raises(ConnectionException, match=r"unauthorized-access|Authentication"):
+            login(hop.url, user, password, allow_insecure_mechs=True)
+    with pytest.raises(ConnectionException):
+        BlockingConnection(hop.url, allowed_mechs="ANONYMOUS", timeout=10)
+
+
+def test_plain_in_clear_text_is_refused_unless_the_listener_allows_it(
+        start_router: StartRouter, users: Users, pki: Pki) -> None:
+    listener = plain_listener("    sslProfile: tls\n")
+    hop = start_router(router_with(users, listener, pki), listeners=2)
+    with pytest.raises(ConnectionException):
+        login(hop.url, "alice@hop", PASSWORD, allow_insecure_mechs=True)
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+    conn = login(hop.url.replace("amqp:", "amqps:"), "alice@hop", PASSWORD,
+                 ssl_domain=domain)
+    assert users_of(hop, hop.ports[1]) == [("alice@hop", "PLAIN", True)]
+    conn.close()
+
+
+def test_a_connector_logs_in_with_its_user_and_password(start_router: StartRouter,
+                                                         users: Users,
+                                                         tmp_path: Path) -> None:
+    sasl = (f"    saslConfigDir: {users.config_dir}\n"
+            f"    saslConfigName: {users.config_name}\n")
+    a = start_router(interior_conf("A", {}).replace(
+        "    id: A\n", "    id: A\n" + sasl, 1).replace(
+        "role: inter-router\n", "role: inter-router\n    saslMechanisms: PLAIN\n"
+        "    authenticatePeer: yes\n    allowInsecureMechanisms: yes\n", 1),
+        name="A", listeners=2)
+    secret = tmp_path / "router-password"
+    secret.write_text(PASSWORD + "\n")
+    b = start_router(interior_conf("B", {a.ports[1]: 1}).replace(
+        "role: inter-router\n    cost: 1\n",
+        "role: inter-router\n    cost: 1\n    saslUsername: router@hop\n"
+        f"    saslPassword: file:{secret}\n"), name="B", listeners=2)
+    assert deliver_across(a.url, b.url, "logged/in", "hello") == Delivery.ACCEPTED
+    a.wait_log(r"Connection Opened: dir=in .* auth=yes user=router@hop .*role=inter-router")
