@@ -143,6 +143,8 @@ not load (a wrong or missing \fBpassword\fR) or refused \fBciphers\fR or
 .B hopd
 with status 2 before any port opens.
 An encrypted key is never asked for on the terminal.
+SIGHUP reads the profiles' files again for the connections made from then on; a
+profile that no longer loads keeps its previous files, and the error is logged.
 .SS SASL
 ANONYMOUS and EXTERNAL need nothing more.
 PLAIN is checked by Cyrus SASL with the configuration

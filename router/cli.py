@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -20,6 +21,7 @@ import click
 import conf
 import router
 from router import logs, service
+from router.adapter import Engine
 from router.assembly import assemble
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ def serve(cfg: conf.RouterConf, source: str,
     signal.set_wakeup_fd(engine.wakeup_fd(), warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())
-    signal.signal(signal.SIGHUP, lambda *_: engine.defer(_reopen_logs))
+    signal.signal(signal.SIGHUP, lambda *_: engine.defer(_on_sighup(engine)))
     engine.on_drain = _notify_stopping
     log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, "
@@ -130,6 +132,14 @@ def serve(cfg: conf.RouterConf, source: str,
 
 def _notify_stopping() -> None:
     service.notify("STOPPING=1", "STATUS=Shutting down")
+
+
+def _on_sighup(engine: Engine) -> Callable[[], None]:
+    """SIGHUP: reopen the log files, read the TLS certificates and keys again."""
+    def reload() -> None:
+        _reopen_logs()
+        engine.reload_tls()
+    return reload
 
 
 def _reopen_logs() -> None:

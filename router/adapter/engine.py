@@ -43,9 +43,15 @@ from router.adapter.managed import build_agent, router_counts
 from router.adapter.management import ManagementNode
 from router.adapter.metrics import HttpServer
 from router.adapter.pn import ffi, lib, to_str
-from router.adapter.settings import ConnectorSettings, ListenerSettings
+from router.adapter.settings import (
+    ConnectorSettings,
+    ListenerSettings,
+    SaslError,
+    connector_settings,
+    listener_settings,
+)
 from router.adapter.settling import settle_with
-from router.adapter.tls import TlsProfile
+from router.adapter.tls import TlsError, TlsProfile, load_profiles
 from router.core import (
     Connection,
     ConnectionId,
@@ -218,6 +224,34 @@ class Engine(Lifecycle):
         conn.deadline = self.clock() + _CLOSE_GRACE_S
         server_log.info("[C%d] Closing connection: %s", conn.core.conn_id, why)
         self.dirty.add(conn)
+
+    def reload_tls(self) -> bool:
+        """Read every sslProfile's files again (SIGHUP): connections made from
+        now on use the new certificates, keys and CAs; the open ones keep
+        theirs.  When a profile no longer loads, the old ones stay in use and
+        the error is logged.  Returns whether the new files took effect."""
+        if not self.tls_profiles:
+            return True
+        try:
+            profiles = load_profiles([p.section for p in self.tls_profiles.values()])
+            listeners = [(li, listener_settings(li.settings.section, profiles,
+                                                self.router_section))
+                         for li in self.listeners.values()
+                         if li.settings.section is not None and li.settings.tls is not None]
+            connectors = [(c, connector_settings(c.settings.section, profiles))
+                          for c in self.connectors
+                          if c.settings.section is not None and c.settings.tls is not None]
+        except (TlsError, SaslError) as exc:
+            server_log.error("TLS profiles not reloaded, the previous ones stay in use: %s", exc)
+            return False
+        self.tls_profiles = profiles
+        for listener, listener_new in listeners:
+            listener.settings = listener_new
+        for connector, connector_new in connectors:
+            connector.settings = connector_new
+        server_log.log(logs.NOTICE, "TLS profiles reloaded (%d): new connections use the "
+                       "files as they are now", len(profiles))
+        return True
 
     def enable_management(self, section: conf.RouterSection,
                           ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> None:

@@ -4,6 +4,7 @@ errors of a profile that cannot be used."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -172,3 +173,34 @@ def test_the_right_password_loads_the_key(start_router: StartRouter, pki: Pki,
     conn = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
     assert round_trip(conn) == Delivery.ACCEPTED
     conn.close()
+
+
+def test_sighup_rotates_the_certificates_for_new_connections(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "renewed").mkdir()
+    renewed = make_pki(tmp_path / "renewed")
+    cert, key = tmp_path / "current.pem", tmp_path / "current-key.pem"
+    cert.write_bytes(pki.server_cert.read_bytes())
+    key.write_bytes(pki.server_key.read_bytes())
+    tls = (f"sslProfile {{\n    name: tls\n    certFile: {cert}\n    privateKeyFile: {key}\n"
+           "}\n")
+    hop = start_router(router_conf(tls, listener=tls_listener("    requireSsl: yes\n")))
+    before = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+    # A renewal signed by another CA; a broken file first: the old ones stay.
+    key.write_text("not a key\n")
+    hop.proc.send_signal(signal.SIGHUP)
+    hop.wait_log(r"TLS profiles not reloaded, the previous ones stay in use: sslProfile "
+                 r"'tls': certFile .* do not load")
+    BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10).close()
+    cert.write_bytes(renewed.server_cert.read_bytes())
+    key.write_bytes(renewed.server_key.read_bytes())
+    hop.proc.send_signal(signal.SIGHUP)
+    hop.wait_log(r"TLS profiles reloaded \(1\)")
+    after = BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10)
+    assert round_trip(after, "renewed/q") == Delivery.ACCEPTED
+    # The old CA does not vouch for the new certificate.
+    with pytest.raises(ConnectionException, match="SSL Failure"):
+        BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+    assert round_trip(before, "before/q") == Delivery.ACCEPTED, "open connections stay up"
+    before.close()
+    after.close()
