@@ -46,10 +46,12 @@ class RabbitMQ:
         name: names the node and its directory.
     """
 
-    def __init__(self, name: str = "rabbit") -> None:
+    def __init__(self, name: str = "rabbit", tls: tuple[Path, Path, Path] | None = None) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix=f"hop-{name}-"))
         self.name = name
         self.port = free_port()
+        #: With ``tls`` (certificate, key, CA): a TLS listener on this port too.
+        self.tls_port = free_port() if tls is not None else None
         self.dist_port = free_port()
         self.epmd_port = free_port()
         self.node = f"{name}{self.port}@localhost"
@@ -66,6 +68,7 @@ class RabbitMQ:
             # because the disk or memory looks short.
             "disk_free_limit.absolute = 1\n"
             "vm_memory_high_watermark.relative = 0.9\n"
+            + self._tls_config(tls)
         )
         self.env = dict(
             os.environ,
@@ -88,6 +91,19 @@ class RabbitMQ:
         if os.geteuid() == 0:
             for path in [self.directory, *self.directory.rglob("*")]:
                 shutil.chown(path, user="rabbitmq", group="rabbitmq")
+
+    def _tls_config(self, tls: tuple[Path, Path, Path] | None) -> str:
+        if tls is None:
+            return ""
+        names = ("cert.pem", "key.pem", "ca.pem")
+        for source, target in zip(tls, names, strict=True):
+            shutil.copyfile(source, self.directory / target)
+        return (f"listeners.ssl.1 = 127.0.0.1:{self.tls_port}\n"
+                f"ssl_options.certfile = {self.directory / 'cert.pem'}\n"
+                f"ssl_options.keyfile = {self.directory / 'key.pem'}\n"
+                f"ssl_options.cacertfile = {self.directory / 'ca.pem'}\n"
+                "ssl_options.verify = verify_none\n"
+                "ssl_options.fail_if_no_peer_cert = false\n")
 
     @property
     def url(self) -> str:
@@ -188,9 +204,10 @@ class RabbitMQ:
 
 
 @contextlib.contextmanager
-def running(name: str) -> Iterator[RabbitMQ]:
-    """A started broker, stopped and removed afterwards."""
-    broker = RabbitMQ(name)
+def running(name: str, tls: tuple[Path, Path, Path] | None = None) -> Iterator[RabbitMQ]:
+    """A started broker (with a TLS listener too when given ``tls``), stopped
+    and removed afterwards."""
+    broker = RabbitMQ(name, tls)
     try:
         broker.start()
         yield broker

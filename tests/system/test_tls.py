@@ -12,13 +12,14 @@ import pytest
 from proton import ConnectionException, Delivery, SSLDomain
 from proton.utils import BlockingConnection
 
+from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, waypoint
 from tests.system.certs import KEY_PASSWORD, Pki, make_pki
 from tests.system.clients import deliver_across, send_async, wait_settled
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, hopd_command, router_conf
 from tests.system.mgmt import Management
 from tests.system.network import interior_conf
-from tests.system.rabbitmq import free_port
+from tests.system.rabbitmq import free_port, running
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +205,18 @@ def test_sighup_rotates_the_certificates_for_new_connections(
     assert round_trip(before, "before/q") == Delivery.ACCEPTED, "open connections stay up"
     before.close()
     after.close()
+
+
+def test_a_route_container_connection_over_tls(start_router: StartRouter, pki: Pki) -> None:
+    """A waypoint queue on a RabbitMQ reached over TLS, its certificate checked."""
+    with running("tlsrabbit", tls=(pki.server_cert, pki.server_key, pki.ca)) as broker:
+        assert broker.tls_port is not None
+        connector = broker_connector(broker.tls_port, "secure", host="localhost").replace(
+            "role: route-container\n", "role: route-container\n    sslProfile: tls\n")
+        hop = start_router(router_conf(profile(pki) + connector + waypoint("stored", "secure")
+                                       + LOG_INFO))
+        wait_autolinks(hop, "stored", timeout=60)
+        hop.wait_log(r"Connection Opened: dir=out host=localhost:\d+ encrypted=yes")
+        conn = BlockingConnection(hop.url, timeout=10)
+        assert round_trip(conn, "stored") == Delivery.ACCEPTED
+        conn.close()
