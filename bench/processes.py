@@ -132,20 +132,37 @@ class RouterProcess:
         self.stop()
 
 
-def listener(flavour: Flavour, role: str = "normal") -> str:
-    """A loopback listener section on a free port, for anonymous clients."""
+def listener(flavour: Flavour, role: str = "normal", tls: bool = False) -> str:
+    """A loopback listener section on a free port, for anonymous clients (over
+    TLS only, with the ``bench-tls`` sslProfile, when ``tls``)."""
     text = (f"listener {{\n    host: 127.0.0.1\n    port: {flavour.port()}\n"
             "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n")
     if role != "normal":
         text += f"    role: {role}\n"
+    if tls:
+        text += "    sslProfile: bench-tls\n    requireSsl: yes\n"
     return text + "}\n"
 
 
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, for the TLS scenarios."""
+    cert, key = directory / "bench-cert.pem", directory / "bench-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 def router_conf(*, router_id: str = "Bench", listeners: int = 1, extra: str = "",
-                flavour: Flavour = HOP) -> str:
-    """A standalone router with ``listeners`` loopback listeners on free ports."""
+                flavour: Flavour = HOP, tls: tuple[Path, Path] | None = None) -> str:
+    """A standalone router with ``listeners`` loopback listeners on free ports;
+    with ``tls`` (certificate, key) they take TLS clients only."""
     text = f"router {{\n    mode: standalone\n    id: {router_id}\n}}\n"
-    text += "".join(listener(flavour) for _ in range(listeners))
+    if tls is not None:
+        text += (f"sslProfile {{\n    name: bench-tls\n    certFile: {tls[0]}\n"
+                 f"    privateKeyFile: {tls[1]}\n}}\n")
+    text += "".join(listener(flavour, tls=tls is not None) for _ in range(listeners))
     text += "log {\n    module: DEFAULT\n    enable: notice+\n}\n"
     return text + extra
 

@@ -9,6 +9,7 @@ reporting a rate.
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from bench.processes import (
     free_port,
     listener,
     router_conf,
+    self_signed,
     start,
 )
 
@@ -87,15 +89,18 @@ def _check(sent: Record, received: list[Record], count: int, presettled: bool,
 
 def _through_router(bins: dict[str, Path], scale: Scale, *, size: int, presettled: bool,
                     receivers: int = 1, extra: str = "", address: str = "bench",
-                    count: int | None = None, flavour: Flavour = HOP) -> Record:
+                    count: int | None = None, flavour: Flavour = HOP,
+                    tls: tuple[Path, Path] | None = None) -> Record:
     n = count if count is not None else (scale.count if size <= 1024 else scale.big_count)
     lossy = presettled and flavour.drops_presettled
-    with RouterProcess(router_conf(extra=extra, flavour=flavour), flavour=flavour) as router:
-        recvs = [start(_recv_args(bins, router.url, address, n, idle=2.0 if lossy else 0.0))
+    with RouterProcess(router_conf(extra=extra, flavour=flavour, tls=tls),
+                       flavour=flavour) as router:
+        url = f"amqps://{router.url}" if tls is not None else router.url
+        recvs = [start(_recv_args(bins, url, address, n, idle=2.0 if lossy else 0.0))
                  for _ in range(receivers)]
         time.sleep(0.3)  # let the receivers attach, so the sender gets credit at once
         cpu0 = router.cpu()
-        sender = start(_send_args(bins, router.url, address, n, size, presettled))
+        sender = start(_send_args(bins, url, address, n, size, presettled))
         sent = finish(sender, scale.timeout)
         received = [finish(r, scale.timeout) for r in recvs]
         cpu = router.cpu() - cpu0
@@ -129,6 +134,16 @@ def one_router(size: int, presettled: bool,
                flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         return _through_router(bins, scale, size=size, presettled=presettled, flavour=flavour)
+    return run
+
+
+def one_router_tls(size: int, flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale],
+                                                                  Record]:
+    """As ``one_router``, with both clients on TLS (a self-signed certificate)."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        with tempfile.TemporaryDirectory(prefix="hop-bench-tls-") as directory:
+            return _through_router(bins, scale, size=size, presettled=False, flavour=flavour,
+                                   tls=self_signed(Path(directory)))
     return run
 
 
@@ -191,6 +206,10 @@ SCENARIOS = [
              description="one router, 100 B, unsettled, every message accepted end to end"),
     Scenario(name="router-100-presettled", kind="throughput", run=one_router(100, True),
              description="one router, 100 B, pre-settled"),
+    Scenario(name="router-100-tls", kind="throughput", run=one_router_tls(100),
+             description="one router, 100 B, unsettled, both clients over TLS"),
+    Scenario(name="router-64k-tls", kind="throughput", run=one_router_tls(65536),
+             description="one router, 64 KiB, unsettled, both clients over TLS"),
     Scenario(name="router-1k", kind="throughput", run=one_router(1024, False),
              description="one router, 1 KiB, unsettled"),
     Scenario(name="router-64k", kind="throughput", run=one_router(65536, False),
@@ -338,6 +357,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:router-100", kind="throughput",
                  run=one_router(100, False, flavour),
                  description=f"{flavour.name}, one router, 100 B, unsettled"),
+        Scenario(name=f"{flavour.name}:router-100-tls", kind="throughput",
+                 run=one_router_tls(100, flavour),
+                 description=f"{flavour.name}, one router, 100 B, unsettled, over TLS"),
         Scenario(name=f"{flavour.name}:router-100-presettled", kind="throughput",
                  run=one_router(100, True, flavour),
                  description=f"{flavour.name}, one router, 100 B, pre-settled"),

@@ -8,16 +8,21 @@
 
 #include <proton/proactor.h>
 #include <proton/sasl.h>
+#include <proton/ssl.h>
 
 bool hop_parse_url(const char *prog, const char *url,
                    char *addr, size_t addr_size,
-                   char *host, size_t host_size)
+                   char *host, size_t host_size, bool *tls)
 {
     const char *p = url;
+    *tls = false;
     if (strncmp(p, "amqp://", 7) == 0) {
         p += 7;
+    } else if (strncmp(p, "amqps://", 8) == 0) {
+        p += 8;
+        *tls = true;
     } else if (strstr(p, "://") != NULL) {
-        fprintf(stderr, "%s: unsupported URL scheme in '%s' (use amqp://HOST:PORT)\n",
+        fprintf(stderr, "%s: unsupported URL scheme in '%s' (use amqp[s]://HOST:PORT)\n",
                 prog, url);
         return false;
     }
@@ -56,7 +61,7 @@ bool hop_parse_url(const char *prog, const char *url,
         }
     }
     if (port == NULL || *port == '\0') {
-        port = "5672";
+        port = *tls ? "5671" : "5672";
     }
     if (*h == '\0') {
         h = "127.0.0.1";
@@ -122,12 +127,21 @@ bool hop_opt_value(const char *prog, int argc, char **argv, int *i,
     return true;
 }
 
-pn_transport_t *hop_client_transport(bool no_sasl)
+pn_transport_t *hop_client_transport(bool no_sasl, bool tls)
 {
     pn_transport_t *t = pn_transport();
     if (!no_sasl) {
         pn_sasl_t *sasl = pn_sasl(t);
         pn_sasl_allowed_mechs(sasl, "ANONYMOUS");
+    }
+    if (tls) {
+        /* Encryption cost only: the benchmark does not check the certificate. */
+        static pn_ssl_domain_t *domain = NULL;
+        if (domain == NULL) {
+            domain = pn_ssl_domain(PN_SSL_MODE_CLIENT);
+            pn_ssl_domain_set_peer_authentication(domain, PN_SSL_ANONYMOUS_PEER, NULL);
+        }
+        pn_ssl_init(pn_ssl(t), domain, NULL);
     }
     return t;
 }

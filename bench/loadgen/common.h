@@ -47,7 +47,7 @@ static inline uint64_t hop_get_le64(const char *p)
  * cannot be understood. */
 bool hop_parse_url(const char *prog, const char *url,
                    char *addr, size_t addr_size,
-                   char *host, size_t host_size);
+                   char *host, size_t host_size, bool *tls);
 
 /* Parse an unsigned integer / a non-negative number, exiting with status 2
  * and a message on stderr when the text is not one. */
@@ -62,7 +62,7 @@ bool hop_opt_value(const char *prog, int argc, char **argv, int *i,
 
 /* A client transport (SASL ANONYMOUS unless no_sasl) or a server
  * transport (accepts SASL ANONYMOUS or a bare AMQP header). */
-pn_transport_t *hop_client_transport(bool no_sasl);
+pn_transport_t *hop_client_transport(bool no_sasl, bool tls);
 pn_transport_t *hop_server_transport(void);
 
 /* Keep large buffers (proton's frame and delivery buffers for big messages)

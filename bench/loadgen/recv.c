@@ -45,6 +45,7 @@ typedef struct {
     double timeout_s;
     double idle_s;            /* 0: wait for every message */
     bool no_sasl;
+    bool tls;     /* amqps:// */
     uint32_t max_frame;       /* 0: proton's default (no limit) */
 
     /* proton */
@@ -146,7 +147,7 @@ static void parse_args(receiver_t *r, int argc, char **argv)
         exit(2);
     }
     if (!hop_parse_url(prog, positional[0], r->addr, sizeof r->addr,
-                       r->host, sizeof r->host)) {
+                       r->host, sizeof r->host, &r->tls)) {
         exit(2);
     }
     r->address = positional[1];
@@ -565,7 +566,7 @@ int main(int argc, char **argv)
         snprintf(container, sizeof container, "hop-recv-%ld", (long)getpid());
         pn_connection_set_container(r.conn, container);
         pn_connection_set_hostname(r.conn, r.host);
-        pn_transport_t *t = hop_client_transport(r.no_sasl);
+        pn_transport_t *t = hop_client_transport(r.no_sasl, r.tls);
         if (r.max_frame != 0) {
             pn_transport_set_max_frame(t, r.max_frame);
         }

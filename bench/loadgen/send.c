@@ -42,6 +42,7 @@ typedef struct {
     double rate;
     double timeout_s;
     bool no_sasl;
+    bool tls;     /* amqps:// */
 
     /* proton */
     pn_proactor_t *proactor;
@@ -136,7 +137,7 @@ static void parse_args(sender_t *s, int argc, char **argv)
         exit(2);
     }
     if (!hop_parse_url(prog, positional[0], s->addr, sizeof s->addr,
-                       s->host, sizeof s->host)) {
+                       s->host, sizeof s->host, &s->tls)) {
         exit(2);
     }
     s->address = positional[1];
@@ -467,7 +468,7 @@ int main(int argc, char **argv)
     snprintf(container, sizeof container, "hop-send-%ld", (long)getpid());
     pn_connection_set_container(s.conn, container);
     pn_connection_set_hostname(s.conn, s.host);
-    pn_proactor_connect2(s.proactor, s.conn, hop_client_transport(s.no_sasl), s.addr);
+    pn_proactor_connect2(s.proactor, s.conn, hop_client_transport(s.no_sasl, s.tls), s.addr);
     arm_timer(&s);
 
     while (!s.finished) {
