@@ -165,14 +165,12 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         summary="Global connection policy. At most one; defaults apply when absent.",
         singleton=True,
         unique=(),
-        ignored="connection policies are not enforced yet",
     ),
     EntityType(
         conf_name="vhost",
         cls=VhostSection,
         summary="A vhost policy: limits and user groups for connections to one hostname.",
         unique=("name", "hostname"),
-        ignored="vhost policies are not enforced yet",
     ),
     EntityType(
         conf_name="discovery",

@@ -156,6 +156,21 @@ is set.
 A connector logs in with \fBsaslUsername\fR and \fBsaslPassword\fR (\fBenv:\fR,
 \fBfile:\fR, \fBpass:\fR or the text), with PLAIN unless \fBsaslMechanisms\fR says
 otherwise.
+.SS Policy
+\fBpolicy maxConnections\fR caps the client connections: one beyond it is closed
+before any AMQP.
+With \fBenableVhostPolicy\fR a client connection is matched to the \fBvhost\fR of
+its OPEN hostname (else \fBdefaultVhost\fR) and its user to a group of that vhost
+(\fB$default\fR for users in no group when \fBallowUnknownUser\fR); the connection
+is refused (\fBamqp:resource\-limit\-exceeded\fR, \fBconnection disallowed by local
+policy\fR) outside the group's \fBremoteHosts\fR or beyond \fBmaxConnections\fR,
+\fBmaxConnectionsPerUser\fR or \fBmaxConnectionsPerHost\fR.
+Attaches beyond \fBmaxSenders\fR or \fBmaxReceivers\fR are refused with
+\fBamqp:resource\-limit\-exceeded\fR; targets and sources outside \fBtargets\fR and
+\fBsources\fR (names, \fIprefix\fB*\fR, \fB${user}\fR), anonymous senders without
+\fBallowAnonymousSender\fR and dynamic sources without \fBallowDynamicSource\fR with
+\fBamqp:unauthorized\-access\fR; the description is \fBlink disallowed by local
+policy\fR.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS

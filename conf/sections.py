@@ -264,7 +264,8 @@ class PolicySection(Section):
     max_message_size: int = attrs.field(
         default=0,
         metadata=setting(
-            "maxMessageSize", IntegerType(0, UINT32_MAX), "largest message accepted; 0: no limit"
+            "maxMessageSize", IntegerType(0, UINT32_MAX), "largest message accepted; 0: no limit",
+            ignored="message size limits are not enforced yet",
         ),
     )
     enable_vhost_policy: bool = attrs.field(
@@ -274,12 +275,14 @@ class PolicySection(Section):
     enable_vhost_name_patterns: bool = attrs.field(
         default=False,
         metadata=setting(
-            "enableVhostNamePatterns", BooleanType(), "treat vhost hostnames as patterns"
+            "enableVhostNamePatterns", BooleanType(), "treat vhost hostnames as patterns",
+            ignored="vhost hostnames are matched exactly",
         ),
     )
     policy_dir: str = attrs.field(
         default="",
-        metadata=setting("policyDir", StringType("path"), "directory of *.json vhost files"),
+        metadata=setting("policyDir", StringType("path"), "directory of *.json vhost files",
+                         ignored="vhosts are read from the configuration file only"),
     )
     default_vhost: str = attrs.field(
         default="$default",
@@ -401,7 +404,8 @@ class VhostSection(Section):
         ),
     )
     aliases: str | None = attrs.field(
-        default=None, metadata=setting("aliases", StringType(), "other names of this vhost")
+        default=None, metadata=setting("aliases", StringType(), "other names of this vhost",
+                                       ignored="vhost aliases are not matched yet")
     )
     max_connections: int = attrs.field(
         default=65535,
@@ -432,6 +436,7 @@ class VhostSection(Section):
             IntegerType(0, UINT32_MAX),
             "largest message accepted; 0: no limit",
             default_doc="the policy's",
+            ignored="message size limits are not enforced yet",
         ),
     )
     groups: dict[str, JsonValue] | None = attrs.field(

@@ -25,6 +25,7 @@ from router.adapter.discovery import DiscoverySettings
 from router.adapter.settings import SaslError
 from router.adapter.tls import TlsError, load_profiles
 from router.core import Role, Router
+from router.core.policy import GroupSettings, Policy, Vhost
 from router.service import ServiceError
 
 __all__ = ["Assembled", "assemble", "discovery_settings", "random_token"]
@@ -80,6 +81,12 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     engine = Engine(router=core, router_id=router_id, listeners=listeners,
                     connectors=connectors, shutdown_grace_s=shutdown_grace_s)
     engine.tls_profiles = profiles
+    engine.policy_section = cfg.policy
+    try:
+        engine.policy = build_policy(cfg)
+    except ValueError as exc:
+        engine.close()
+        raise ServiceError(str(exc), status=2) from None
     engine.enable_management(cfg.router, cfg.ssl_profiles)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
@@ -102,6 +109,41 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
             raise ServiceError(
                 f"cannot join peer group {cfg.discovery.group!r}: {exc}") from None
     return Assembled(engine, router_id, bound)
+
+
+#: Group settings qdrouterd has that Hop does not enforce yet (warned about).
+_UNENFORCED_GROUP_SETTINGS = ("maxFrameSize", "maxSessionWindow", "maxSessions",
+                              "maxMessageSize", "allowUserIdProxy", "allowWaypointLinks",
+                              "allowDynamicLinkRoutes", "allowFallbackLinks")
+
+
+def build_policy(cfg: conf.RouterConf) -> Policy:
+    """The router's policy from its ``policy`` and ``vhost`` sections.
+
+    Raises:
+        ValueError: a group setting of the wrong kind (naming vhost and group).
+    """
+    p = cfg.policy
+    vhosts = []
+    for section in cfg.vhosts:
+        groups = {}
+        for name, settings in (section.groups or {}).items():
+            if not isinstance(settings, dict):
+                raise ValueError(f"vhost {section.hostname!r} group {name!r}: expected a map")
+            try:
+                groups[name] = GroupSettings.from_conf(settings)
+            except ValueError as exc:
+                raise ValueError(f"vhost {section.hostname!r} group {name!r}: {exc}") from None
+            unenforced = sorted(set(settings) & set(_UNENFORCED_GROUP_SETTINGS))
+            if unenforced:
+                log.warning("vhost %r group %r: %s not enforced yet", section.hostname, name,
+                            ", ".join(unenforced))
+        vhosts.append(Vhost(hostname=section.hostname, max_connections=section.max_connections,
+                            max_connections_per_user=section.max_connections_per_user,
+                            max_connections_per_host=section.max_connections_per_host,
+                            allow_unknown_user=section.allow_unknown_user, groups=groups))
+    return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,
+                  vhosts=vhosts, default_vhost=p.default_vhost)
 
 
 def _announced_host(listener: Listener, interface: str | None) -> str:

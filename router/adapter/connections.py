@@ -59,7 +59,8 @@ Settings = ListenerSettings | ConnectorSettings
 class Conn:
     """One socket with its proton transport and connection."""
 
-    __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "opened",
+    __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
+                 "opened",
                  "peer", "pn_conn", "settings", "sock", "ssl", "started", "tptr", "transport",
                  "want_write")
 
@@ -75,6 +76,9 @@ class Conn:
         self.transport = transport
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
+        #: What policy admitted this client connection to (None: not checked,
+        #: or refused: then ``denied``).
+        self.grant: Any = None
         self.pn_conn = pn_conn
         self.tptr = transport._impl
         self.cptr = pn_conn._impl

@@ -148,6 +148,14 @@ def _refuse(conn: Connection, lptr: Any, name: str, decision: AttachRefused, loc
              decision.condition, decision.description)
 
 
+def refuse_link(lptr: Any, condition: str, description: str) -> None:
+    """Answer a peer's attach with an attach and a detach carrying ``condition``
+    (the terminus echoed, so the peer sees which link it was)."""
+    lib.pn_link_open(lptr)
+    set_condition(lib.pn_link_condition(lptr), condition, description)
+    lib.pn_link_close(lptr)
+
+
 def router_link(router: Router, conn: Connection, lptr: Any, caps: tuple[str, ...], *,
                 cost: int, now: float) -> tuple[InLink | OutLink, list[Effect]]:
     """Bind an inter-router link (ours or the peer's) in the core."""
@@ -278,6 +286,19 @@ def remote_condition(ptr: Any) -> str:
     return f"{name}: {desc}" if desc else name
 
 
-__all__ = ["NULL", "Decision", "RoutedAccepted", "RouterLinkAccepted", "attach", "close_link",
-           "facing_address", "may_modify", "open_router_link", "remote_condition", "resumable",
-           "router_link", "set_condition"]
+__all__ = [
+    "NULL",
+    "Decision",
+    "RoutedAccepted",
+    "RouterLinkAccepted",
+    "attach",
+    "close_link",
+    "facing_address",
+    "may_modify",
+    "open_router_link",
+    "refuse_link",
+    "remote_condition",
+    "resumable",
+    "router_link",
+    "set_condition",
+]

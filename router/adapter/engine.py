@@ -61,11 +61,13 @@ from router.core import (
     Router,
     describe_counters,
 )
+from router.core.policy import Grant, Policy
 from router.core.settlement import RELEASED
 from router.core.watch import Watch
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger("router.adapter.server")
+policy_log = logging.getLogger("router.core.policy")
 
 _READ = select.EPOLLIN | select.EPOLLRDHUP
 _WRITE = select.EPOLLOUT
@@ -150,6 +152,9 @@ class Engine(Lifecycle):
         self.tls_profiles: dict[str, TlsProfile] = {}
         #: The router's conf section (listeners made at run time take its SASL settings).
         self.router_section: conf.RouterSection | None = None
+        #: Who may connect and attach what (``router.core.policy``), and its conf.
+        self.policy = Policy()
+        self.policy_section = conf.PolicySection()
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
 
@@ -449,6 +454,11 @@ class Engine(Lifecycle):
             except ConnectionAbortedError:
                 continue
             accepted(listener, self.clock())
+            denied = self.policy.socket_accepted()
+            if denied is not None:
+                policy_log.info("DENY Connection '%s' based on %s", addr[0], denied.reason)
+                sock.close()
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.adopt(sock, listener, f"{addr[0]}:{addr[1]}")
@@ -838,6 +848,10 @@ class Engine(Lifecycle):
                 log.info("[%r][L%d] Link closed due to connection loss: %s", core,
                          link.link_id, describe_counters(link))
         self._forget_connection(conn)
+        if conn.connector is None:
+            self.policy.socket_closed()
+            if isinstance(conn.grant, Grant):
+                self.policy.closed(conn.grant)
         self.apply(self.router.connection_closed(core, self.clock()))
         with contextlib.suppress(OSError, ValueError):
             self.epoll.unregister(conn.fd)

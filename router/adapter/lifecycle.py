@@ -33,6 +33,7 @@ from router.adapter.endpoints import (
     facing_address,
     may_modify,
     open_router_link,
+    refuse_link,
     remote_condition,
     resumable,
     router_link,
@@ -58,9 +59,11 @@ from router.core import (
     describe_counters,
     tally,
 )
+from router.core.policy import LINK_DENIED, Denied, Grant, Policy
 
 log = logging.getLogger("router.adapter.engine")
 server_log = logging.getLogger("router.adapter.server")
+policy_log = logging.getLogger("router.core.policy")
 
 _UNLIMITED_SESSION_FRAMES = 2**31 // 65536
 
@@ -94,6 +97,7 @@ class Lifecycle:
     by_transport: dict[Any, Conn]
     links: dict[Any, InLink | OutLink | RoutedEnd]
     dirty: set[Conn]
+    policy: Policy
 
     def __init__(self) -> None:
         # Links the router attached itself and the peer has not answered yet.
@@ -102,6 +106,8 @@ class Lifecycle:
         self.link_sessions: set[Any] = set()
         # Router-wide counters of endpoint links that are gone (management).
         self.retired = dict.fromkeys(TALLY_KEYS, 0)
+        # Client links admitted by vhost policy (counted until they go).
+        self.policy_links: set[Any] = set()
 
     def apply(self, effects: list[Effect]) -> None:
         """Carry out the core's effects: links to attach here, the rest
@@ -187,6 +193,8 @@ class Lifecycle:
             pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
             pn_conn.properties = open_properties(conn)
             pn_conn.open()
+            if core.role is not Role.INTER_ROUTER and not self._admit(conn, cptr):
+                return
         elif core.role is Role.INTER_ROUTER:
             self._open_router_links(conn)
         t = conn.transport
@@ -196,6 +204,36 @@ class Lifecycle:
                  "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
                  t.user or "anonymous", core.container_id, core.role.value)
         self.apply(self.router.connection_opened(core, self.clock()))
+
+    def _admit(self, conn: Conn, cptr: Any) -> bool:
+        """Vhost policy for a client's OPEN: refused, the connection is closed
+        with the policy's condition (after the OPEN the protocol requires)."""
+        t = conn.transport
+        grant = self.policy.open(hostname=to_str(lib.pn_connection_remote_hostname(cptr)),
+                                 user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"))
+        if isinstance(grant, Grant):
+            conn.grant = grant
+            return True
+        conn.grant = grant  # refused: its links are not served
+        policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer, t.user or "anonymous",
+                        grant.reason)
+        cond = lib.pn_connection_condition(cptr)
+        lib.pn_condition_set_name(cond, grant.condition.encode())
+        lib.pn_condition_set_description(cond, grant.description.encode())
+        lib.pn_connection_close(cptr)
+        return False
+
+    def _policy_attach(self, conn: Conn, lptr: Any) -> Denied | None:
+        """Vhost policy for a client's attach."""
+        grant = conn.grant
+        if not isinstance(grant, Grant):
+            return Denied("amqp:unauthorized-access", LINK_DENIED, "connection refused")
+        sender = bool(lib.pn_link_is_receiver(lptr))  # the client sends on it
+        terminus = lib.pn_link_remote_target(lptr) if sender \
+            else lib.pn_link_remote_source(lptr)
+        return self.policy.attach(grant, sender=sender,
+                                  address=to_str(lib.pn_terminus_get_address(terminus)),
+                                  dynamic=bool(lib.pn_terminus_is_dynamic(terminus)))
 
     def _open_router_links(self, conn: Conn) -> None:
         """The connector side attaches the control links, then one data link
@@ -233,6 +271,14 @@ class Lifecycle:
             link, effects = router_link(self.router, conn.core, lptr, capabilities(local),
                                         cost=conn.cost, now=now)
         else:
+            if conn.grant is not None:
+                denied = self._policy_attach(conn, lptr)
+                if denied is not None:
+                    policy_log.info("[C%d] DENY link on connection '%s': %s",
+                                    conn.core.conn_id, conn.peer, denied.reason)
+                    refuse_link(lptr, denied.condition, denied.description)
+                    return
+                self.policy_links.add(lptr)
             decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
             link = getattr(decision, "link", None)
         if isinstance(link, (InLink, OutLink, RoutedEnd)):
@@ -243,6 +289,11 @@ class Lifecycle:
 
     def _link_lost(self, lptr: Any, why: str) -> None:
         """The peer detached a link, or ended its session."""
+        if lptr in self.policy_links:
+            self.policy_links.discard(lptr)
+            conn = self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
+            if conn is not None and isinstance(conn.grant, Grant):
+                self.policy.detached(conn.grant, sender=bool(lib.pn_link_is_receiver(lptr)))
         autolink = self.attaching.pop(lptr, None)
         if autolink is not None:
             self.router.autolink_detached(autolink, self._detach_error(lptr), self.clock())

@@ -242,6 +242,28 @@ class Discovery(ReadOnly):
         }]
 
 
+class PolicyEntity(ReadOnly):
+    """``policy``: the global policy's settings and its denial counters."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        p = self._engine.policy
+        s = self._engine.policy_section
+        return [{
+            "identity": "policy/0", "name": s.name or "policy/0",
+            "maxConnections": p.max_connections, "maxMessageSize": s.max_message_size,
+            "enableVhostPolicy": p.enabled, "enableVhostNamePatterns":
+            s.enable_vhost_name_patterns, "policyDir": s.policy_dir,
+            "defaultVhost": p.default_vhost,
+            "connectionsProcessed": p.connections_processed,
+            "connectionsDenied": p.connections_denied, "connectionsCurrent": p.current,
+            "linksDenied": p.links_denied, "maxMessageSizeDenied": 0,
+            "totalDenials": p.total_denials,
+        }]
+
+
 def _memory_bytes() -> int | None:
     try:
         with open(f"/proc/{os.getpid()}/statm") as statm:
@@ -396,6 +418,7 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
         "router.config.autoLink": ConfigAutoLinks(core),
         "sslProfile": StoredSections("sslProfile", ssl_profiles),
         "discovery": Discovery(engine),
+        "policy": PolicyEntity(engine),
         "log": Logs(),
         "logStats": LogStats(),
     }
