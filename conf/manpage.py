@@ -171,6 +171,9 @@ Attaches beyond \fBmaxSenders\fR or \fBmaxReceivers\fR are refused with
 \fBallowAnonymousSender\fR and dynamic sources without \fBallowDynamicSource\fR with
 \fBamqp:unauthorized\-access\fR; the description is \fBlink disallowed by local
 policy\fR.
+A message from a client larger than \fBmaxMessageSize\fR (the group's, else the
+vhost's, else the policy's) is rejected with \fBamqp:link:message\-size\-exceeded\fR
+and its link and connection are closed.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS

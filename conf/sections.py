@@ -264,8 +264,8 @@ class PolicySection(Section):
     max_message_size: int = attrs.field(
         default=0,
         metadata=setting(
-            "maxMessageSize", IntegerType(0, UINT32_MAX), "largest message accepted; 0: no limit",
-            ignored="message size limits are not enforced yet",
+            "maxMessageSize", IntegerType(0, UINT32_MAX),
+            "largest message accepted from clients (not between interior routers); 0: no limit",
         ),
     )
     enable_vhost_policy: bool = attrs.field(
@@ -436,7 +436,6 @@ class VhostSection(Section):
             IntegerType(0, UINT32_MAX),
             "largest message accepted; 0: no limit",
             default_doc="the policy's",
-            ignored="message size limits are not enforced yet",
         ),
     )
     groups: dict[str, JsonValue] | None = attrs.field(

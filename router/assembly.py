@@ -113,7 +113,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
 
 #: Group settings qdrouterd has that Hop does not enforce yet (warned about).
 _UNENFORCED_GROUP_SETTINGS = ("maxFrameSize", "maxSessionWindow", "maxSessions",
-                              "maxMessageSize", "allowUserIdProxy", "allowWaypointLinks",
+                              "allowUserIdProxy", "allowWaypointLinks",
                               "allowDynamicLinkRoutes", "allowFallbackLinks")
 
 
@@ -141,9 +141,11 @@ def build_policy(cfg: conf.RouterConf) -> Policy:
         vhosts.append(Vhost(hostname=section.hostname, max_connections=section.max_connections,
                             max_connections_per_user=section.max_connections_per_user,
                             max_connections_per_host=section.max_connections_per_host,
-                            allow_unknown_user=section.allow_unknown_user, groups=groups))
+                            allow_unknown_user=section.allow_unknown_user,
+                            max_message_size=section.max_message_size, groups=groups))
     return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,
-                  vhosts=vhosts, default_vhost=p.default_vhost)
+                  vhosts=vhosts, default_vhost=p.default_vhost,
+                  max_message_size=p.max_message_size)
 
 
 def _announced_host(listener: Listener, interface: str | None) -> str:

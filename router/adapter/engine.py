@@ -772,6 +772,8 @@ class Engine(Lifecycle):
             if management is not None and management.pending:
                 management.serve()
             self.forwarder.flush_credit()
+            if self.forwarder.oversized:
+                self._close_oversized()
             self._dispatch()
             if not self.dirty:
                 return
@@ -782,6 +784,24 @@ class Engine(Lifecycle):
                     self._write(conn)
             if not self.dirty and not lib.pn_collector_peek(self.collector):
                 return
+
+    def _close_oversized(self) -> None:
+        """Links that sent a message above the policy's size limit: the link
+        and its connection are closed, as qdrouterd does (reference 5.3)."""
+        oversized, self.forwarder.oversized = self.forwarder.oversized, []
+        for il in oversized:
+            self.policy.max_message_size_denied += 1
+            conn = il.conn.handle
+            policy_log.info("[C%d][L%d] DENY message larger than %d bytes on '%s'",
+                            il.conn.conn_id, il.link_id, il.conn.max_message_size, conn.peer)
+            lptr = il.handle
+            if lptr is not None and lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
+                cond = lib.pn_link_condition(lptr)
+                lib.pn_condition_set_name(cond, b"amqp:link:message-size-exceeded")
+                lib.pn_condition_set_description(cond, b"Message size exceeded")
+                lib.pn_link_close(lptr)
+            if not conn.closed:
+                self.close_connection(conn, "Message size exceeded")
 
     def _dispatch(self) -> None:
         collector = self.collector

@@ -96,6 +96,8 @@ class Forwarder(RemoteForwarding, Relay):
         self._cbuf = ffi.from_buffer(self._buf)
         self._size = len(self._buf)
         self._encoder = AnnotationEncoder(router_id)
+        #: Links that sent a message above their size limit, for the engine to close.
+        self.oversized: list[InLink] = []
 
     # -- receiving -----------------------------------------------------------
 
@@ -122,6 +124,9 @@ class Forwarder(RemoteForwarding, Relay):
         settled = pn_delivery_settled(d)
         if settled and pn_delivery_aborted(d):
             self._incoming_in_pieces(d, il)
+            return
+        if n > il.max_size:
+            self._oversized(d, il)
             return
         lptr = il.handle
         if n > self._size:
@@ -156,6 +161,9 @@ class Forwarder(RemoteForwarding, Relay):
             il.partial = bytearray()
         if n > 0:
             il.partial += self._view[:n]
+        if len(il.partial) > il.max_size:
+            self._oversized(d, il)
+            return
         if pn_delivery_partial(d):
             return
         data = bytes(il.partial)
@@ -168,6 +176,17 @@ class Forwarder(RemoteForwarding, Relay):
             pn_delivery_settle(d)
             d = None
         self.route(d, il, data)
+
+    def _oversized(self, d: Any, il: InLink) -> None:
+        """A message above the connection's policy size limit (reference 5.3
+        step 1): rejected and settled; the engine then closes the link and
+        the connection (``oversized``).  Nothing more is read on the link."""
+        il.partial = None
+        il.max_size = -1
+        il.delivered += 1
+        self._finish(d, il, REJECTED, "amqp:link:message-size-exceeded",
+                     "Message size exceeded")
+        self.oversized.append(il)
 
     def route(self, d: Any, il: InLink, data: bytes) -> None:
         """Forward one complete message; ``d`` is ``None`` when pre-settled."""

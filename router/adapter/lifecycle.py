@@ -60,6 +60,7 @@ from router.core import (
     tally,
 )
 from router.core.policy import LINK_DENIED, Denied, Grant, Policy
+from router.core.records import NO_SIZE_LIMIT
 
 log = logging.getLogger("router.adapter.engine")
 server_log = logging.getLogger("router.adapter.server")
@@ -213,6 +214,9 @@ class Lifecycle:
                                  user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"))
         if isinstance(grant, Grant):
             conn.grant = grant
+            limit = self.policy.message_limit(grant)
+            if limit is not None:
+                conn.core.max_message_size = limit
             return True
         conn.grant = grant  # refused: its links are not served
         policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer, t.user or "anonymous",
@@ -279,6 +283,8 @@ class Lifecycle:
                     refuse_link(lptr, denied.condition, denied.description)
                     return
                 self.policy_links.add(lptr)
+            if conn.core.max_message_size < NO_SIZE_LIMIT and lib.pn_link_is_receiver(lptr):
+                lib.pn_link_set_max_message_size(lptr, conn.core.max_message_size)
             decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
             link = getattr(decision, "link", None)
         if isinstance(link, (InLink, OutLink, RoutedEnd)):

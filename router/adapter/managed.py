@@ -259,7 +259,7 @@ class PolicyEntity(ReadOnly):
             "defaultVhost": p.default_vhost,
             "connectionsProcessed": p.connections_processed,
             "connectionsDenied": p.connections_denied, "connectionsCurrent": p.current,
-            "linksDenied": p.links_denied, "maxMessageSizeDenied": 0,
+            "linksDenied": p.links_denied, "maxMessageSizeDenied": p.max_message_size_denied,
             "totalDenials": p.total_denials,
         }]
 

@@ -205,8 +205,11 @@ class Policy:
     """
 
     def __init__(self, *, max_connections: int = 65535, enabled: bool = False,
-                 vhosts: Iterable[Vhost] = (), default_vhost: str = DEFAULT_GROUP) -> None:
+                 vhosts: Iterable[Vhost] = (), default_vhost: str = DEFAULT_GROUP,
+                 max_message_size: int = 0) -> None:
         self.max_connections = max_connections
+        self.max_message_size = max_message_size
+        self.max_message_size_denied = 0
         self.enabled = enabled
         self.vhosts = {v.hostname: v for v in vhosts}
         self.default_vhost = default_vhost
@@ -219,7 +222,7 @@ class Policy:
 
     @property
     def total_denials(self) -> int:
-        return self.connections_denied + self.links_denied
+        return self.connections_denied + self.links_denied + self.max_message_size_denied
 
     # -- connections -----------------------------------------------------------
 
@@ -288,6 +291,16 @@ class Policy:
         counts.connections -= 1
         counts.per_user[grant.user] -= 1
         counts.per_host[grant.host] -= 1
+
+    def message_limit(self, grant: Grant | None) -> int | None:
+        """The largest message a client connection may send: the group's,
+        else the vhost's, else the policy's ``maxMessageSize``; None: none."""
+        for limit in (grant.group.max_message_size if grant and grant.group else None,
+                      grant.vhost.max_message_size if grant and grant.vhost else None,
+                      self.max_message_size):
+            if limit is not None:
+                return limit or None
+        return None
 
     # -- links -----------------------------------------------------------------
 

@@ -32,6 +32,10 @@ class Role(enum.Enum):
     EDGE = "edge"
 
 
+#: ``max_message_size`` when no policy limits it.
+NO_SIZE_LIMIT = 2**62
+
+
 class Connection:
     """One AMQP connection as the routing core sees it."""
 
@@ -41,6 +45,7 @@ class Connection:
         "handle",
         "in_links",
         "link_capacity",
+        "max_message_size",
         "name",
         "out_links",
         "role",
@@ -74,6 +79,8 @@ class Connection:
         self.in_links: dict[LinkId, InLink] = {}
         self.out_links: dict[LinkId, OutLink] = {}
         self.routed: dict[LinkId, RoutedEnd] = {}
+        # The largest message its senders may send (policy), in bytes.
+        self.max_message_size = NO_SIZE_LIMIT
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"
@@ -165,6 +172,7 @@ class InLink:
         "fallback",
         "handle",
         "link_id",
+        "max_size",
         "may_modify",
         "name",
         "outcomes",
@@ -206,6 +214,8 @@ class InLink:
         # The ``autolink.AutoLink`` whose link this is, if any.
         self.autolink = autolink
         self.window = conn.link_capacity
+        # Larger messages are refused (policy maxMessageSize, reference 5.3 step 1).
+        self.max_size = conn.max_message_size
         self.blocked = record is not None and not record.may_feed(self)
         # Credit bounded by the local consumers' credit, not only the window
         # (see ``router.core.destinations.senders_changed``).

@@ -4,10 +4,10 @@ attaches, with the conditions qdrouterd gives and the denial counters."""
 from __future__ import annotations
 
 import pytest
-from proton import ConnectionException
+from proton import ConnectionException, Delivery
 from proton.utils import BlockingConnection, LinkDetached
 
-from tests.system.clients import connect
+from tests.system.clients import connect, send_async
 from tests.system.conftest import StartRouter
 from tests.system.harness import router_conf
 from tests.system.mgmt import Management
@@ -93,3 +93,29 @@ def test_vhost_connection_limits_per_user(start_router: StartRouter) -> None:
     assert counts["connectionsDenied"] == 1
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("size", [5000, 40000], ids=["one-frame", "multi-frame"])
+def test_a_message_above_max_message_size_is_rejected_and_its_connection_closed(
+        start_router: StartRouter, size: int) -> None:
+    hop = start_router(router_conf("policy {\n    maxMessageSize: 2000\n}\n"))
+    consumer = connect(hop.url)
+    receiver = consumer.create_receiver("sized", credit=10)
+    producer = connect(hop.url)
+    sender = producer.create_sender("sized")
+    assert sender.link.remote_max_message_size == 2000, "announced in the router's attach"
+    small = send_async(sender, "x" * 100)
+    big = send_async(sender, "y" * size)
+    with pytest.raises(LinkDetached, match="amqp:link:message-size-exceeded"):
+        producer.wait(lambda: False, timeout=10)
+    with pytest.raises(ConnectionException,
+                       match=r"Condition\('amqp:connection:forced', 'Message size exceeded'\)"):
+        producer.wait(lambda: False, timeout=10)
+    assert big.remote_state == Delivery.REJECTED and big.settled
+    assert big.remote.condition.name == "amqp:link:message-size-exceeded"
+    assert small.remote_state == Delivery.ACCEPTED or not small.settled
+    assert receiver.receive(timeout=10).body == "x" * 100, "the small one went through"
+    receiver.accept()
+    hop.wait_log(r"POLICY \(info\) \[C\d+\]\[L\d+\] DENY message larger than 2000 bytes")
+    assert policy_counts(hop.url)["totalDenials"] == 1
+    consumer.close()
