@@ -174,6 +174,9 @@ policy\fR.
 A message from a client larger than \fBmaxMessageSize\fR (the group's, else the
 vhost's, else the policy's) is rejected with \fBamqp:link:message\-size\-exceeded\fR
 and its link and connection are closed.
+A group's \fBmanagement\fR setting (Hop: \fBnone\fR, \fBread\fR (default) or
+\fBwrite\fR) says which management requests its users may make; CREATE, UPDATE and
+DELETE also need an authenticated user, else the answer is 403.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS

@@ -85,6 +85,8 @@ _GROUP_SETTINGS = frozenset(
         "maxReceivers", "allowDynamicSource", "allowAnonymousSender", "allowUserIdProxy",
         "allowWaypointLinks", "allowDynamicLinkRoutes", "allowAdminStatusUpdate",
         "allowFallbackLinks", "sources", "targets", "sourcePattern", "targetPattern",
+        # Hop: which management operations the group may use (none, read, write).
+        "management",
     }
 )  # fmt: skip
 

@@ -55,10 +55,13 @@ from router.adapter.tls import TlsError, TlsProfile, load_profiles
 from router.core import (
     Connection,
     ConnectionId,
+    Fanout,
     InLink,
     OutLink,
+    Role,
     RoutedEnd,
     Router,
+    Transfer,
     describe_counters,
 )
 from router.core.policy import Grant, Policy
@@ -263,7 +266,20 @@ class Engine(Lifecycle):
         """Serve the management agent at ``$management`` and ``_local/$management``."""
         self.router_section = section
         agent, self.router_row = build_agent(self, section, self.router_id, ssl_profiles)
-        self.management = ManagementNode(self.router, self.forwarder, agent, self.apply)
+        self.management = ManagementNode(self.router, self.forwarder, agent, self.apply,
+                                         self._may_manage)
+
+    def _may_manage(self, ref: Transfer | Fanout | None, operation: str) -> str | None:
+        """Policy on a management request: why its sender may not make it."""
+        grant = None
+        if ref is not None:
+            origin = ref.in_link.conn
+            if origin.role is Role.INTER_ROUTER:
+                return None  # the router the client is on applies its own policy
+            conn = origin.handle
+            grant = conn.grant if conn is not None and isinstance(conn.grant, Grant) else None
+        denied = self.policy.may_manage(grant, operation)
+        return None if denied is None else denied.reason
 
     @property
     def stopping(self) -> bool:

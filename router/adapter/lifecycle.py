@@ -210,8 +210,11 @@ class Lifecycle:
         """Vhost policy for a client's OPEN: refused, the connection is closed
         with the policy's condition (after the OPEN the protocol requires)."""
         t = conn.transport
+        mech = t.sasl().mech
         grant = self.policy.open(hostname=to_str(lib.pn_connection_remote_hostname(cptr)),
-                                 user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"))
+                                 user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"),
+                                 authenticated=bool(t.authenticated and t.user
+                                                    and mech not in (None, "ANONYMOUS")))
         if isinstance(grant, Grant):
             conn.grant = grant
             limit = self.policy.message_limit(grant)

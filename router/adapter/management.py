@@ -32,7 +32,7 @@ from router.core import (
 )
 from router.core.amqp import PeerProtocolError
 from router.core.settlement import ACCEPTED, REJECTED
-from router.management import Agent, decode_request, encode_response
+from router.management import Agent, Response, decode_request, encode_response
 
 log = logging.getLogger("router.management")
 
@@ -63,8 +63,12 @@ class ManagementNode:
     """
 
     def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
-                 apply: Callable[[list[Effect]], None]) -> None:
+                 apply: Callable[[list[Effect]], None],
+                 may_manage: Callable[[Transfer | Fanout | None, str], str | None]
+                 = lambda ref, operation: None) -> None:
         self.router = router
+        #: Why the request's sender may not make it (policy), else None.
+        self.may_manage = may_manage
         self.forwarder = forwarder
         self.agent = agent
         self.apply = apply
@@ -107,7 +111,13 @@ class ManagementNode:
             self.forwarder.consumed(ref, REJECTED)
             return
         self.forwarder.consumed(ref, ACCEPTED)
-        response = self.agent.handle(request)
+        operation = str(request.properties.get("operation", ""))
+        refusal = self.may_manage(ref, operation)
+        if refusal is not None:
+            log.info("management %s refused by policy: %s", operation, refusal)
+            response = Response(status=403, description=refusal)
+        else:
+            response = self.agent.handle(request)
         if response.effects:
             self.apply(list(response.effects))
         reply = encode_response(response, to=request.reply_to,

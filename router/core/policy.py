@@ -26,6 +26,8 @@ RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 UNAUTHORIZED = "amqp:unauthorized-access"
 CONNECTION_DENIED = "connection disallowed by local policy"
 LINK_DENIED = "link disallowed by local policy"
+MANAGEMENT_ACCESS = ("none", "read", "write")
+WRITE_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
 
 
 @attrs.frozen
@@ -106,6 +108,9 @@ class GroupSettings:
     #: None: any address; else the allowed names and ``prefix*`` patterns.
     sources: tuple[str, ...] | None = None
     targets: tuple[str, ...] | None = None
+    #: Management requests the group may make (a Hop setting): ``none``,
+    #: ``read`` (every operation but CREATE, UPDATE, DELETE) or ``write``.
+    management: str = "read"
 
     @classmethod
     def from_conf(cls, settings: Mapping[str, object]) -> GroupSettings:
@@ -134,7 +139,12 @@ class GroupSettings:
             return None
 
         size = settings.get("maxMessageSize")
+        management = str(settings.get("management", "read")).strip().lower()
+        if management not in MANAGEMENT_ACCESS:
+            raise ValueError(f"management: expected one of {', '.join(MANAGEMENT_ACCESS)}, "
+                             f"got {settings.get('management')!r}")
         return cls(
+            management=management,
             users=frozenset(_as_list(settings.get("users"))),
             remote_hosts=tuple(_as_list(settings.get("remoteHosts"))),
             max_connections_per_user=number("maxConnectionsPerUser", UNLIMITED),
@@ -179,6 +189,8 @@ class Grant:
     user: str
     host: str
     vhost: Vhost | None = None
+    #: Whether the user proved who it is (SASL other than ANONYMOUS).
+    authenticated: bool = False
     group: GroupSettings | None = None
     senders: int = 0
     receivers: int = 0
@@ -247,12 +259,13 @@ class Policy:
                 return found
         return self.vhosts.get(self.default_vhost)
 
-    def open(self, *, hostname: str | None, user: str | None, host: str) -> Grant | Denied:
+    def open(self, *, hostname: str | None, user: str | None, host: str,
+             authenticated: bool = False) -> Grant | Denied:
         """A client's OPEN: its vhost, group and connection limits (with vhost
         policy enabled; else every connection is granted)."""
         name = user or "anonymous"
         if not self.enabled:
-            return Grant(name, host)
+            return Grant(name, host, authenticated=authenticated)
         vhost = self._vhost(hostname)
         if vhost is None:
             self.connections_denied += 1
@@ -281,7 +294,7 @@ class Policy:
         counts.connections += 1
         counts.per_user[name] += 1
         counts.per_host[host] += 1
-        return Grant(name, host, vhost, group)
+        return Grant(name, host, vhost, authenticated, group)
 
     def closed(self, grant: Grant) -> None:
         """A granted connection is gone."""
@@ -300,6 +313,23 @@ class Policy:
                       self.max_message_size):
             if limit is not None:
                 return limit or None
+        return None
+
+    def may_manage(self, grant: Grant | None, operation: str) -> Denied | None:
+        """A management request from a client connection (``grant``; None when
+        the router cannot tell which, as for a pre-settled request): with vhost
+        policy, writes need an authenticated user whose group has
+        ``management: write``; ``none`` refuses reads too."""
+        if not self.enabled:
+            return None
+        access = grant.group.management if grant is not None and grant.group else "read"
+        write = operation.upper() in WRITE_OPERATIONS
+        if access == "none" or (write and access != "write"):
+            return Denied("403", "Forbidden",
+                          f"management {operation} not allowed for this user's group")
+        if write and (grant is None or not grant.authenticated):
+            return Denied("403", "Forbidden",
+                          f"management {operation} needs an authenticated user")
         return None
 
     # -- links -----------------------------------------------------------------

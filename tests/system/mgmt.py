@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from proton import Message
+from proton.utils import BlockingConnection
 
 from tests.system.clients import connect
 
@@ -14,8 +15,9 @@ PREFIX = "org.apache.qpid.dispatch."
 class Management:
     """Sends management requests to ``address`` and waits for each response."""
 
-    def __init__(self, url: str, address: str = "$management") -> None:
-        self.conn = connect(url)
+    def __init__(self, url: str, address: str = "$management",
+                 conn: BlockingConnection | None = None) -> None:
+        self.conn = conn if conn is not None else connect(url)
         self.receiver = self.conn.create_receiver(None, dynamic=True)
         self.sender = self.conn.create_sender(address)
         self.reply_to = self.receiver.remote_source.address

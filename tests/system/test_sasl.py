@@ -122,3 +122,35 @@ def test_a_connector_logs_in_with_its_user_and_password(start_router: StartRoute
         f"    saslPassword: file:{secret}\n"), name="B", listeners=2)
     assert deliver_across(a.url, b.url, "logged/in", "hello") == Delivery.ACCEPTED
     a.wait_log(r"Connection Opened: dir=in .* auth=yes user=router@hop .*role=inter-router")
+
+
+def test_only_authenticated_users_allowed_by_policy_change_the_router(
+        start_router: StartRouter, users: Users) -> None:
+    open_to_all = '"targets": "$management, work*", "allowDynamicSource": true'
+    policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
+              "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
+              f'        "admins": {{"users": "alice@hop", "management": "write", {open_to_all}}},\n'
+              f'        "$default": {{{open_to_all}}}\n    }}\n}}\n')
+    listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
+        "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
+        "    saslMechanisms: PLAIN ANONYMOUS\n    authenticatePeer: no\n")
+    hop = start_router(router_with(users, listeners).replace(
+        "    saslConfigName: hop-test\n}\n", "    saslConfigName: hop-test\n}\n" + policy, 1),
+        listeners=2)
+    create = {"operation": "CREATE", "type": "org.apache.qpid.dispatch.router.config.address",
+              "name": "made"}
+    anonymous = Management(hop.url)
+    try:
+        assert anonymous.query("router", "id") == [{"id": "S"}], "reading is allowed"
+        status, description, _ = anonymous.request({"prefix": "made"}, **create)
+        assert (status, description) == (403, "management CREATE not allowed for this "
+                                              "user's group")
+    finally:
+        anonymous.close()
+    alice = Management(hop.url, conn=login(hop.url, "alice@hop", PASSWORD,
+                                           allow_insecure_mechs=True))
+    try:
+        status, _, body = alice.request({"prefix": "made"}, **create)
+        assert status == 201 and body["prefix"] == "made"
+    finally:
+        alice.close()

@@ -106,3 +106,26 @@ def test_remote_host_patterns(patterns: tuple[str, ...], host: str, allowed: boo
 def test_bad_group_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="maxSenders: expected an integer"):
         GroupSettings.from_conf({"maxSenders": [1]})
+
+
+def test_management_writes_need_an_authenticated_user_whose_group_may_write() -> None:
+    assert Policy().may_manage(None, "CREATE") is None, "no vhost policy: no restriction"
+    writers = GroupSettings(users=frozenset({"alice"}), management="write")
+    nobody = GroupSettings(users=frozenset({"eve"}), management="none")
+    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", allow_unknown_user=True,
+                                                groups={"w": writers, "n": nobody,
+                                                        "$default": GroupSettings()})])
+    alice = policy.open(hostname=None, user="alice", host="h", authenticated=True)
+    posing = policy.open(hostname=None, user="alice", host="h", authenticated=False)
+    guest = policy.open(hostname=None, user="guest", host="h", authenticated=True)
+    eve = policy.open(hostname=None, user="eve", host="h", authenticated=True)
+    assert isinstance(alice, Grant) and isinstance(posing, Grant)
+    assert isinstance(guest, Grant) and isinstance(eve, Grant)
+    assert policy.may_manage(alice, "create") is None
+    assert policy.may_manage(posing, "DELETE") is not None, "not authenticated"
+    assert policy.may_manage(guest, "QUERY") is None, "groups read by default"
+    assert policy.may_manage(guest, "UPDATE") is not None
+    assert policy.may_manage(eve, "READ") is not None, "management: none"
+    assert policy.may_manage(None, "QUERY") is None and policy.may_manage(None, "CREATE")
+    with pytest.raises(ValueError, match="management: expected one of none, read, write"):
+        GroupSettings.from_conf({"management": "admin"})
