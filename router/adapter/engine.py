@@ -437,22 +437,21 @@ class Engine(Lifecycle):
         self.process()
         for conn in list(self.conns.values()):
             self._close(conn)
+        self._close_sockets()
+        if self.http is not None:
+            self.http.close_all()
+
+    def _close_sockets(self) -> None:
         for listener in self.listeners.values():
             listener.sock.close()
         self.listeners.clear()
-        if self.http is not None:
-            self.http.close_all()
         if self.discovery is not None:
             self.discovery.close()
 
     def close(self) -> None:
         """Release the engine's descriptors (listeners, peer-group socket, the
         loop's own); for an engine that never ran or has finished running."""
-        for listener in list(self.listeners.values()):
-            listener.sock.close()
-        self.listeners.clear()
-        if self.discovery is not None:
-            self.discovery.close()
+        self._close_sockets()
         self.epoll.close()
         self._wake_r.close()
         self._wake_w.close()

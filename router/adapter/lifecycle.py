@@ -278,7 +278,10 @@ class Lifecycle:
             link, effects = router_link(self.router, conn.core, lptr, capabilities(local),
                                         cost=conn.cost, now=now)
         else:
-            if conn.grant is not None:
+            grant = conn.grant
+            # Checked and counted under vhost policy only (a refused connection's
+            # links are refused); without it a grant has no group and no rules.
+            if grant is not None and not (isinstance(grant, Grant) and grant.group is None):
                 denied = self._policy_attach(conn, lptr)
                 if denied is not None:
                     policy_log.info("[C%d] DENY link on connection '%s': %s",
