@@ -17,7 +17,7 @@ from conf.connections import (
 )
 from conf.diagnostics import ConfError, Diagnostic
 from conf.entities import ENTITY_TYPES, EntityType
-from conf.loading import DEFAULT_CONF_TEXT, load, parse
+from conf.loading import DEFAULT_CONF_TEXT, load, load_policy_dir, parse
 from conf.logs import LOG_LEVELS, LogModule, LogSection
 from conf.model import RouterConf
 from conf.names import camel_case
@@ -78,6 +78,7 @@ __all__ = [
     "build_section",
     "camel_case",
     "load",
+    "load_policy_dir",
     "parse",
     "port_number",
     "render",

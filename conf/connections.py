@@ -147,8 +147,7 @@ _LOG_MESSAGE = setting(
 _POLICY_VHOST = setting(
     "policyVhost",
     StringType(),
-    "vhost policy applied to these connections",
-    ignored="vhost policies are not enforced yet",
+    "vhost whose policy applies to these connections (connectors: its $connector group)",
 )
 _OPEN_PROPERTIES = setting(
     "openProperties",

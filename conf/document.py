@@ -104,8 +104,13 @@ def from_plain(value: object, pos: Position) -> Node:
         return Node(pos=pos, value=ObjectValue(members=members))
     if isinstance(value, list | tuple):
         return Node(pos=pos, value=ArrayValue(items=tuple(from_plain(v, pos) for v in value)))
-    if value is None or isinstance(value, str | int | float | bool):
+    if value is None or isinstance(value, bool):
         return Node(pos=pos, value=value)
+    # Subclasses (typed AMQP values such as a decoded Long or Symbol) become
+    # the plain type, so that they read and print as JSON would.
+    for plain in (str, int, float):
+        if isinstance(value, plain):
+            return Node(pos=pos, value=plain(value))
     return Node(pos=pos, value=str(value))
 
 

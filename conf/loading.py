@@ -15,8 +15,9 @@ from conf.confform import read_conf
 from conf.diagnostics import ConfError, Diagnostic, DiagnosticSink
 from conf.jsonform import read_json
 from conf.model import RouterConf
+from conf.sections import VhostSection
 
-__all__ = ["DEFAULT_CONF_TEXT", "load", "parse"]
+__all__ = ["DEFAULT_CONF_TEXT", "load", "load_policy_dir", "parse"]
 
 DEFAULT_CONF_TEXT = """\
 # hopd's built-in configuration: a standalone router that accepts
@@ -67,14 +68,49 @@ def load(path: str | os.PathLike[str]) -> RouterConf:
             UTF-8), or is invalid.
     """
     filename = os.fspath(path)
+    return parse(_read_text(filename, "configuration file"), filename)
+
+
+def load_policy_dir(path: str | os.PathLike[str]) -> tuple[VhostSection, ...]:
+    """The vhosts of every ``*.json`` file in a directory (``policy policyDir``),
+    files in name order.  Each file is a JSON-form configuration holding
+    ``vhost`` sections only, as qdrouterd's policy files are.
+
+    Raises:
+        ConfError: the directory cannot be listed, or a file cannot be read,
+            is invalid, or holds a section other than ``vhost``.
+    """
+    directory = os.fspath(path)
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory)
+                       if entry.name.endswith(".json") and entry.is_file())
+    except OSError as error:
+        raise _file_error(directory, f"cannot read policyDir: {error.strerror}") from None
+    vhosts: list[VhostSection] = []
+    for name in names:
+        filename = os.path.join(directory, name)
+        sink = DiagnosticSink(filename)
+        raw = read_json(_read_text(filename, "policy file"), sink)
+        for section in raw:
+            if section.name != "vhost":
+                sink.error(section.pos, f"section {section.name!r} in a policy file: "
+                                        "only vhost sections are read from policyDir")
+        conf = build_conf([section for section in raw if section.name == "vhost"], sink)
+        sink.raise_if_any()
+        assert conf is not None
+        vhosts.extend(conf.vhosts)
+    return tuple(vhosts)
+
+
+def _read_text(filename: str, what: str) -> str:
     try:
         data = Path(filename).read_bytes()
     except FileNotFoundError:
-        raise _file_error(filename, "configuration file not found") from None
+        raise _file_error(filename, f"{what} not found") from None
     except OSError as error:
-        raise _file_error(filename, f"cannot read configuration file: {error.strerror}") from None
+        raise _file_error(filename, f"cannot read {what}: {error.strerror}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
@@ -82,7 +118,6 @@ def load(path: str | os.PathLike[str]) -> RouterConf:
             filename=filename, line=line, column=column, message="invalid UTF-8 byte sequence"
         )
         raise ConfError([diagnostic]) from None
-    return parse(text, filename)
 
 
 def _file_error(filename: str, message: str) -> ConfError:

@@ -145,6 +145,16 @@ with status 2 before any port opens.
 An encrypted key is never asked for on the terminal.
 SIGHUP reads the profiles' files again for the connections made from then on; a
 profile that no longer loads keeps its previous files, and the error is logged.
+.PP
+Through management, an UPDATE of one \fBsslProfile\fR changes the attributes it
+gives (checked as in this file; none: the same files) and reads that profile's
+files again: the listeners and connectors using it make their new connections
+with the new files, and open connections stay up.
+If the new settings do not load, the UPDATE is refused with status 400 naming the
+profile and the file, and the profile keeps its previous settings and files.
+A CREATEd \fBsslProfile\fR is loaded and checked in the same way, so a listener or
+connector CREATEd after it may name it; DELETE of a profile that a listener or
+connector uses is refused.
 .SS SASL
 ANONYMOUS and EXTERNAL need nothing more.
 PLAIN is checked by Cyrus SASL with the configuration
@@ -174,9 +184,25 @@ policy\fR.
 A message from a client larger than \fBmaxMessageSize\fR (the group's, else the
 vhost's, else the policy's) is rejected with \fBamqp:link:message\-size\-exceeded\fR
 and its link and connection are closed.
+A group's \fBmaxFrameSize\fR and \fBmaxSessions\fR go into the router's OPEN
+(channel\-max is \fBmaxSessions\fR \- 1; a session beyond it closes the connection
+with \fBamqp:connection:framing\-error\fR) and \fBmaxSessionWindow\fR is each
+session's incoming window in bytes.
+Unless the group has \fBallowUserIdProxy\fR, a message whose \fBuser\-id\fR is
+neither empty nor the connection's user is rejected with
+\fBamqp:unauthorized\-access\fR, \fBuser_id proxy violation\fR.
+Termini claiming \fBqd.waypoint\fR or \fBqd.fallback\fR need
+\fBallowWaypointLinks\fR or \fBallowFallbackLinks\fR (every capability is looked at;
+qdrouterd looks at the first only).
+A listener's \fBpolicyVhost\fR chooses the vhost of its connections; a connector's
+applies that vhost's \fB$connector\fR group to what the peer attaches.
+Vhosts also come from the \fB*.json\fR files of \fBpolicyDir\fR (a JSON list of
+\fB["vhost", {...}]\fR) and from management (CREATE, UPDATE, DELETE; the
+\fBvhostStats\fR entities count each vhost's connections and denials).
 A group's \fBmanagement\fR setting (Hop: \fBnone\fR, \fBread\fR (default) or
 \fBwrite\fR) says which management requests its users may make; CREATE, UPDATE and
-DELETE also need an authenticated user, else the answer is 403.
+DELETE also need an authenticated user, and closing connections needs
+\fBallowAdminStatusUpdate\fR, else the answer is 403.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS

@@ -283,8 +283,8 @@ class PolicySection(Section):
     )
     policy_dir: str = attrs.field(
         default="",
-        metadata=setting("policyDir", StringType("path"), "directory of *.json vhost files",
-                         ignored="vhosts are read from the configuration file only"),
+        metadata=setting("policyDir", StringType("path"),
+                         "directory of *.json files of vhost sections, read at start-up"),
     )
     default_vhost: str = attrs.field(
         default="$default",
@@ -406,8 +406,8 @@ class VhostSection(Section):
         ),
     )
     aliases: str | None = attrs.field(
-        default=None, metadata=setting("aliases", StringType(), "other names of this vhost",
-                                       ignored="vhost aliases are not matched yet")
+        default=None, metadata=setting("aliases", StringType(),
+                                       "other hostnames of this vhost, comma-separated")
     )
     max_connections: int = attrs.field(
         default=65535,

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+import conf
 from addressing import Distribution
 from conf import ConfError, RouterMode, load
+from router.core.amqp import Long, Symbol
 
 
 def test_load_reads_conf_syntax(tmp_path: Path) -> None:
@@ -56,3 +58,25 @@ def test_errors_name_the_file_as_given(tmp_path: Path) -> None:
     with pytest.raises(ConfError) as info:
         load(path)
     assert info.value.diagnostics[0].filename == str(path)
+
+
+def test_typed_amqp_values_from_management_read_as_plain_ones() -> None:
+    section = conf.build_section("vhost", {"hostname": Symbol("shop"), "maxConnections": Long(3),
+                                      "groups": {"g": {"maxSenders": Long(2)}}})
+    assert isinstance(section, conf.VhostSection)
+    assert (section.hostname, section.max_connections) == ("shop", 3)
+    assert section.groups == {"g": {"maxSenders": 2}}
+
+
+def test_policy_dir_reads_vhosts_and_refuses_other_sections(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text('[["vhost", {"hostname": "a", "aliases": "b, c"}]]')
+    (tmp_path / "notes.txt").write_text("not read")
+    [vhost] = conf.load_policy_dir(tmp_path)
+    assert (vhost.hostname, vhost.aliases) == ("a", "b, c")
+    (tmp_path / "z.json").write_text('[\n  ["listener", {"port": 1}]\n]\n')
+    with pytest.raises(conf.ConfError) as error:
+        conf.load_policy_dir(tmp_path)
+    assert str(error.value).startswith(f"{tmp_path / 'z.json'}:2:")
+    assert "only vhost sections" in str(error.value)
+    with pytest.raises(conf.ConfError, match="cannot read policyDir"):
+        conf.load_policy_dir(tmp_path / "missing")
