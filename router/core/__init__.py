@@ -31,6 +31,7 @@ from router.core.message import (
     may_have_router_keys,
     scan,
     strip_router_annotations,
+    user_id_of,
 )
 from router.core.records import (
     OUTCOME_INDEX,
@@ -109,5 +110,6 @@ __all__ = [
     "scan",
     "strip_router_annotations",
     "tally",
+    "user_id_of",
     "waypoint_ordinal",
 ]

@@ -75,6 +75,7 @@ __all__ = [
     "may_have_router_keys",
     "scan",
     "strip_router_annotations",
+    "user_id_of",
 ]
 
 # Router keys (qdrouterd 5.7); every other key, x-opt-qd.* included, is a user key.
@@ -521,6 +522,47 @@ def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[tuple[st
     if pos != end:
         raise MessageFormatError(f"trace list has {end - pos} bytes past its entries")
     return tuple(trace), bytes(data[first:end])
+
+
+def user_id_of(data: Buffer, info: MessageInfo) -> bytes | None:
+    """``properties.user-id`` of a scanned message (None when absent or empty).
+
+    Raises:
+        MessageFormatError: properties is not a list, or user-id is not binary.
+    """
+    pos = info.properties
+    if pos < 0:
+        return None
+    n = len(data)
+    try:
+        _, v = section_descriptor(data, pos, n)
+        c = data[v]
+        if c == 0xC0:
+            count, p, end = data[v + 2], v + 3, v + 2 + data[v + 1]
+        elif c == 0xD0:
+            size, count = u32x2(data, v + 1)
+            p, end = v + 9, v + 5 + size
+        elif c == 0x45:
+            return None
+        else:
+            raise MessageFormatError(f"properties at offset {pos} is not a list")
+        if count < 2:
+            return None
+        p = skip(data, p, end)  # message-id
+        c = data[p]
+        if c == 0x40:
+            return None
+        q = skip(data, p, end)
+        if c == 0xA0:
+            value = bytes(data[p + 2 : q])
+        elif c == 0xB0:
+            value = bytes(data[p + 5 : q])
+        else:
+            raise MessageFormatError(f"properties.user-id at offset {p} must be binary, "
+                                     f"got 0x{c:02x}")
+    except DECODE_FAULTS as exc:
+        raise decode_fault(exc) from None
+    return value or None
 
 
 def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:

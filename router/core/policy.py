@@ -18,14 +18,18 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-__all__ = ["DEFAULT_GROUP", "Denied", "Grant", "GroupSettings", "Policy", "Vhost"]
+__all__ = ["DEFAULT_GROUP", "Denied", "Grant", "GroupSettings", "Policy", "Vhost", "VhostCounts"]
 
 DEFAULT_GROUP = "$default"
+CONNECTOR_GROUP = "$connector"
 UNLIMITED = 2**31 - 1
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 UNAUTHORIZED = "amqp:unauthorized-access"
 CONNECTION_DENIED = "connection disallowed by local policy"
 LINK_DENIED = "link disallowed by local policy"
+USER_ID_PROXY = "user_id proxy violation"
+WAYPOINT_PREFIX = "qd.waypoint"
+FALLBACK = "qd.fallback"
 MANAGEMENT_ACCESS = ("none", "read", "write")
 WRITE_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
 
@@ -78,6 +82,18 @@ def _host_allowed(patterns: tuple[str, ...], host: str) -> bool:
     return False
 
 
+def _claimed(capabilities: Iterable[str]) -> str:
+    """Which router capability a terminus claims: ``qd.waypoint`` (for any
+    ``qd.waypoint[.N]``), ``qd.fallback``, or "" for neither.  Every
+    capability is looked at; qdrouterd looks at the first only."""
+    for capability in capabilities:
+        if capability.startswith(WAYPOINT_PREFIX):
+            return WAYPOINT_PREFIX
+        if capability == FALLBACK:
+            return FALLBACK
+    return ""
+
+
 def _address_allowed(patterns: tuple[str, ...], address: str, user: str) -> bool:
     """``sources``/``targets``: exact names or ``prefix*``, ``${user}`` replaced
     by the user's name; ``*`` alone allows everything."""
@@ -102,9 +118,18 @@ class GroupSettings:
     max_sessions: int = UNLIMITED
     max_senders: int = UNLIMITED
     max_receivers: int = UNLIMITED
+    #: The OPEN's max-frame-size and each session's incoming window in bytes
+    #: for the group's connections (None: the listener's).
+    max_frame_size: int | None = None
+    max_session_window: int | None = None
     allow_dynamic_source: bool = False
     allow_anonymous_sender: bool = False
     allow_admin_status_update: bool = True
+    #: Whether messages may carry a ``user-id`` other than the connection's user.
+    allow_user_id_proxy: bool = False
+    #: Whether links may claim ``qd.waypoint[.N]`` or ``qd.fallback``.
+    allow_waypoint_links: bool = True
+    allow_fallback_links: bool = True
     #: None: any address; else the allowed names and ``prefix*`` patterns.
     sources: tuple[str, ...] | None = None
     targets: tuple[str, ...] | None = None
@@ -138,6 +163,9 @@ class GroupSettings:
                 return tuple(_as_list(settings[pattern_key]))
             return None
 
+        def optional(key: str) -> int | None:
+            return None if settings.get(key) is None else number(key, 0) or None
+
         size = settings.get("maxMessageSize")
         management = str(settings.get("management", "read")).strip().lower()
         if management not in MANAGEMENT_ACCESS:
@@ -150,12 +178,18 @@ class GroupSettings:
             max_connections_per_user=number("maxConnectionsPerUser", UNLIMITED),
             max_connections_per_host=number("maxConnectionsPerHost", UNLIMITED),
             max_message_size=None if size is None else number("maxMessageSize", 0),
-            max_sessions=number("maxSessions", UNLIMITED),
-            max_senders=number("maxSenders", UNLIMITED),
-            max_receivers=number("maxReceivers", UNLIMITED),
+            # 0: no limit, as in qdrouterd.
+            max_sessions=number("maxSessions", UNLIMITED) or UNLIMITED,
+            max_senders=number("maxSenders", UNLIMITED) or UNLIMITED,
+            max_receivers=number("maxReceivers", UNLIMITED) or UNLIMITED,
+            max_frame_size=optional("maxFrameSize"),
+            max_session_window=optional("maxSessionWindow"),
             allow_dynamic_source=flag("allowDynamicSource", False),
             allow_anonymous_sender=flag("allowAnonymousSender", False),
             allow_admin_status_update=flag("allowAdminStatusUpdate", True),
+            allow_user_id_proxy=flag("allowUserIdProxy", False),
+            allow_waypoint_links=flag("allowWaypointLinks", True),
+            allow_fallback_links=flag("allowFallbackLinks", True),
             sources=names("sources", "sourcePattern"),
             targets=names("targets", "targetPattern"),
         )
@@ -166,6 +200,8 @@ class Vhost:
     """A vhost: its limits and user groups."""
 
     hostname: str
+    #: Further hostnames matched to this vhost.
+    aliases: tuple[str, ...] = ()
     max_connections: int = UNLIMITED
     max_connections_per_user: int = UNLIMITED
     max_connections_per_host: int = UNLIMITED
@@ -183,6 +219,21 @@ class Vhost:
 
 
 @attrs.define
+class VhostCounts:
+    """A vhost's connections and denials (management's ``vhostStats``)."""
+
+    connections: int = 0
+    per_user: Counter[str] = attrs.field(factory=Counter)
+    per_host: Counter[str] = attrs.field(factory=Counter)
+    connections_approved: int = 0
+    connections_denied: int = 0
+    sessions_denied: int = 0
+    senders_denied: int = 0
+    receivers_denied: int = 0
+    max_message_size_denied: int = 0
+
+
+@attrs.define
 class Grant:
     """An admitted connection: its vhost and group (None: no vhost policy)."""
 
@@ -194,17 +245,17 @@ class Grant:
     group: GroupSettings | None = None
     senders: int = 0
     receivers: int = 0
+    #: The counts of the vhost it was admitted to.
+    counts: VhostCounts | None = None
 
-
-@attrs.define
-class _VhostCounts:
-    connections: int = 0
-    per_user: Counter[str] = attrs.field(factory=Counter)
-    per_host: Counter[str] = attrs.field(factory=Counter)
-    # Denials, for management's vhostStats.
-    connections_denied: int = 0
-    senders_denied: int = 0
-    receivers_denied: int = 0
+    @property
+    def user_id(self) -> bytes | None:
+        """The only non-empty ``user-id`` the connection's messages may carry
+        (reference 5.3 step 3), or None when any may (no vhost policy, or the
+        group allows proxying)."""
+        if self.group is None or self.group.allow_user_id_proxy:
+            return None
+        return self.user.encode()
 
 
 class Policy:
@@ -223,18 +274,23 @@ class Policy:
         self.max_message_size = max_message_size
         self.max_message_size_denied = 0
         self.enabled = enabled
-        self.vhosts = {v.hostname: v for v in vhosts}
+        self.vhosts: dict[str, Vhost] = {}
+        self._aliases: dict[str, str] = {}
         self.default_vhost = default_vhost
         self.current = 0
         # Management's counters (the policy entity).
         self.connections_processed = 0
         self.connections_denied = 0
         self.links_denied = 0
-        self.counts: dict[str, _VhostCounts] = {h: _VhostCounts() for h in self.vhosts}
+        self.sessions_denied = 0
+        self.counts: dict[str, VhostCounts] = {}
+        for vhost in vhosts:
+            self.set_vhost(vhost)
 
     @property
     def total_denials(self) -> int:
-        return self.connections_denied + self.links_denied + self.max_message_size_denied
+        return (self.connections_denied + self.links_denied + self.sessions_denied
+                + self.max_message_size_denied)
 
     # -- connections -----------------------------------------------------------
 
@@ -254,19 +310,20 @@ class Policy:
     def _vhost(self, hostname: str | None) -> Vhost | None:
         if hostname:
             host = hostname.rsplit(":", 1)[0] if hostname.count(":") == 1 else hostname
-            found = self.vhosts.get(host)
+            found = self.vhosts.get(host) or self.vhosts.get(self._aliases.get(host, ""))
             if found is not None:
                 return found
         return self.vhosts.get(self.default_vhost)
 
     def open(self, *, hostname: str | None, user: str | None, host: str,
-             authenticated: bool = False) -> Grant | Denied:
+             authenticated: bool = False, forced_vhost: str | None = None) -> Grant | Denied:
         """A client's OPEN: its vhost, group and connection limits (with vhost
-        policy enabled; else every connection is granted)."""
+        policy enabled; else every connection is granted).  ``forced_vhost``:
+        the listener's ``policyVhost``, used instead of the OPEN's hostname."""
         name = user or "anonymous"
         if not self.enabled:
             return Grant(name, host, authenticated=authenticated)
-        vhost = self._vhost(hostname)
+        vhost = self._vhost(forced_vhost or hostname)
         if vhost is None:
             self.connections_denied += 1
             return Denied(RESOURCE_LIMIT, CONNECTION_DENIED,
@@ -292,18 +349,41 @@ class Policy:
             counts.connections_denied += 1
             return Denied(RESOURCE_LIMIT, CONNECTION_DENIED, reason)
         counts.connections += 1
+        counts.connections_approved += 1
         counts.per_user[name] += 1
         counts.per_host[host] += 1
-        return Grant(name, host, vhost, authenticated, group)
+        return Grant(name, host, vhost, authenticated, group, counts=counts)
+
+    def connector(self, vhost_name: str, host: str) -> Grant | Denied:
+        """An outgoing connection whose connector names ``policyVhost``: the
+        peer may attach what that vhost's ``$connector`` group allows.  A
+        missing vhost or group refuses the connection."""
+        if not self.enabled:
+            return Grant(CONNECTOR_GROUP, host, authenticated=True)
+        vhost = self.vhosts.get(vhost_name)
+        group = vhost.groups.get(CONNECTOR_GROUP) if vhost is not None else None
+        if vhost is None or group is None:
+            self.connections_denied += 1
+            what = f"vhost {vhost_name!r}" if vhost is None \
+                else f"group {CONNECTOR_GROUP!r} in vhost {vhost_name!r}"
+            return Denied(RESOURCE_LIMIT, CONNECTION_DENIED, f"connector policy: no {what}")
+        counts = self.counts[vhost.hostname]
+        counts.connections += 1
+        counts.connections_approved += 1
+        counts.per_user[CONNECTOR_GROUP] += 1
+        counts.per_host[host] += 1
+        return Grant(CONNECTOR_GROUP, host, vhost, True, group, counts=counts)
 
     def closed(self, grant: Grant) -> None:
         """A granted connection is gone."""
-        if grant.vhost is None:
+        counts = grant.counts
+        if counts is None:
             return
-        counts = self.counts[grant.vhost.hostname]
         counts.connections -= 1
-        counts.per_user[grant.user] -= 1
-        counts.per_host[grant.host] -= 1
+        for tally, key in ((counts.per_user, grant.user), (counts.per_host, grant.host)):
+            tally[key] -= 1
+            if tally[key] <= 0:
+                del tally[key]
 
     def message_limit(self, grant: Grant | None) -> int | None:
         """The largest message a client connection may send: the group's,
@@ -315,7 +395,8 @@ class Policy:
                 return limit or None
         return None
 
-    def may_manage(self, grant: Grant | None, operation: str) -> Denied | None:
+    def may_manage(self, grant: Grant | None, operation: str,
+                   entity_type: str = "") -> Denied | None:
         """A management request from a client connection (``grant``; None when
         the router cannot tell which, as for a pre-settled request): with vhost
         policy, writes need an authenticated user whose group has
@@ -330,21 +411,66 @@ class Policy:
         if write and (grant is None or not grant.authenticated):
             return Denied("403", "Forbidden",
                           f"management {operation} needs an authenticated user")
+        if write and entity_type.rsplit(".", 1)[-1] == "connection" and grant is not None \
+                and grant.group is not None and not grant.group.allow_admin_status_update:
+            return Denied("403", "Forbidden", "closing connections is not allowed for this "
+                          "user's group (allowAdminStatusUpdate)")
         return None
+
+    # -- vhosts changed through management -----------------------------------
+
+    def set_vhost(self, vhost: Vhost) -> None:
+        """Add or replace a vhost: new connections get its settings; those
+        already open keep what they were admitted with.  Its counts carry on."""
+        self.remove_vhost(vhost.hostname, keep_counts=True)
+        self.vhosts[vhost.hostname] = vhost
+        for alias in vhost.aliases:
+            self._aliases[alias] = vhost.hostname
+        self.counts.setdefault(vhost.hostname, VhostCounts())
+
+    def remove_vhost(self, hostname: str, *, keep_counts: bool = False) -> None:
+        """Forget a vhost; its open connections keep their settings."""
+        old = self.vhosts.pop(hostname, None)
+        if old is not None:
+            for alias in old.aliases:
+                if self._aliases.get(alias) == hostname:
+                    del self._aliases[alias]
+        if not keep_counts:
+            self.counts.pop(hostname, None)
+
+    # -- sessions and messages -------------------------------------------------
+
+    def session_refused(self, grant: Grant) -> None:
+        """A client began a session beyond the channel-max its group's
+        ``maxSessions`` set, and its connection was closed (counted)."""
+        self.sessions_denied += 1
+        if grant.counts is not None:
+            grant.counts.sessions_denied += 1
+
+    def oversized(self, grant: Grant | None) -> None:
+        """A message above the size limit was refused (counted)."""
+        self.max_message_size_denied += 1
+        counts = grant.counts if grant is not None else None
+        if counts is not None:
+            counts.max_message_size_denied += 1
 
     # -- links -----------------------------------------------------------------
 
     def attach(self, grant: Grant, *, sender: bool, address: str | None,
-               dynamic: bool = False) -> Denied | None:
+               dynamic: bool = False, capabilities: Iterable[str] = ()) -> Denied | None:
         """A client attaches a link (``sender``: the client sends, so the
         router receives on it; ``address`` its target, or its source for a
-        receiver)."""
+        receiver; ``capabilities`` that terminus's)."""
         group = grant.group
-        if group is None or grant.vhost is None:
+        if group is None:
             return None
-        counts = self.counts[grant.vhost.hostname]
         denial: Denied | None = None
-        if sender:
+        claimed = _claimed(capabilities) if address else ""
+        if claimed == WAYPOINT_PREFIX and not group.allow_waypoint_links:
+            denial = Denied(UNAUTHORIZED, LINK_DENIED, "waypoint capability not permitted")
+        elif claimed == FALLBACK and not group.allow_fallback_links:
+            denial = Denied(UNAUTHORIZED, LINK_DENIED, "fallback capability not permitted")
+        elif sender:
             if grant.senders >= group.max_senders:
                 denial = Denied(RESOURCE_LIMIT, LINK_DENIED,
                                 f"{grant.senders} senders, maxSenders {group.max_senders}")
@@ -367,10 +493,12 @@ class Policy:
                 denial = Denied(UNAUTHORIZED, LINK_DENIED, f"source {address!r} not allowed")
         if denial is not None:
             self.links_denied += 1
-            if sender:
-                counts.senders_denied += 1
-            else:
-                counts.receivers_denied += 1
+            counts = grant.counts
+            if counts is not None:
+                if sender:
+                    counts.senders_denied += 1
+                else:
+                    counts.receivers_denied += 1
             return denial
         if sender:
             grant.senders += 1

@@ -52,6 +52,7 @@ class Connection:
         "routed",
         "strip_in",
         "strip_out",
+        "user_id",
     )
 
     def __init__(
@@ -81,6 +82,9 @@ class Connection:
         self.routed: dict[LinkId, RoutedEnd] = {}
         # The largest message its senders may send (policy), in bytes.
         self.max_message_size = NO_SIZE_LIMIT
+        # The only non-empty user-id its messages may carry (policy without
+        # allowUserIdProxy, reference 5.3 step 3); None: not checked.
+        self.user_id: bytes | None = None
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"
@@ -184,6 +188,7 @@ class InLink:
         "stuck",
         "transit",
         "unsettled",
+        "user_id",
         "watched",
         "window",
     )
@@ -216,6 +221,8 @@ class InLink:
         self.window = conn.link_capacity
         # Larger messages are refused (policy maxMessageSize, reference 5.3 step 1).
         self.max_size = conn.max_message_size
+        # Messages with another user's user-id are refused (reference 5.3 step 3).
+        self.user_id = conn.user_id
         self.blocked = record is not None and not record.may_feed(self)
         # Credit bounded by the local consumers' credit, not only the window
         # (see ``router.core.destinations.senders_changed``).

@@ -22,6 +22,7 @@ from router.core.message import (
     encode_symbol,
     scan,
     strip_router_annotations,
+    user_id_of,
 )
 
 FIELDS = (
@@ -95,6 +96,27 @@ def section(code: int, value: bytes) -> bytes:
 HEADER = section(0x70, list8(b"\x42", b"\x50\x07"))  # durable false, priority 7
 PROPS = section(0x73, list8(b"\x40", b"\x40", str8("q")))
 BODY = section(0x77, str8("body"))
+
+
+# --- user-id -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"user_id": b"alice", "id": "m-1", "address": "q"}, b"alice"),
+    ({"user_id": b"", "id": 7}, None),
+    ({"address": "q"}, None),
+    ({}, None),
+], ids=["set", "empty", "absent", "no-properties"])
+def test_user_id_of_reads_the_properties_user_id(kwargs: dict[str, Any],
+                                                 expected: bytes | None) -> None:
+    data = message(**kwargs)
+    assert user_id_of(data, scan(data, read_to=False)) == expected
+
+
+def test_user_id_of_refuses_a_user_id_that_is_not_binary() -> None:
+    data = section(0x73, list8(b"\x40", str8("alice"))) + BODY
+    with pytest.raises(MessageFormatError, match=r"user-id at offset \d+ must be binary"):
+        user_id_of(data, scan(data, read_to=False))
 
 
 # --- scan -----------------------------------------------------------------

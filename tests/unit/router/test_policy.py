@@ -129,3 +129,94 @@ def test_management_writes_need_an_authenticated_user_whose_group_may_write() ->
     assert policy.may_manage(None, "QUERY") is None and policy.may_manage(None, "CREATE")
     with pytest.raises(ValueError, match="management: expected one of none, read, write"):
         GroupSettings.from_conf({"management": "admin"})
+
+
+def one_group_policy(**settings: object) -> tuple[Policy, Grant]:
+    group = GroupSettings.from_conf(settings)
+    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", allow_unknown_user=True,
+                                                groups={"$default": group})])
+    grant = policy.open(hostname=None, user="alice", host="127.0.0.1")
+    assert isinstance(grant, Grant)
+    return policy, grant
+
+
+def test_max_sessions_zero_means_no_limit_and_refusals_are_counted() -> None:
+    assert GroupSettings.from_conf({"maxSessions": 0, "maxSenders": "0"}).max_sessions \
+        == GroupSettings().max_sessions
+    assert GroupSettings.from_conf({"maxSenders": 0}).max_senders == GroupSettings().max_senders
+    policy, grant = one_group_policy(maxSessions=2)
+    assert grant.group is not None and grant.group.max_sessions == 2
+    policy.session_refused(grant)
+    assert policy.sessions_denied == 1 and policy.total_denials == 1
+    assert policy.counts["$default"].sessions_denied == 1
+
+
+def test_waypoint_and_fallback_capabilities_need_the_group_s_leave() -> None:
+    policy, grant = one_group_policy(allowWaypointLinks=False, allowFallbackLinks="no")
+    waypoint = policy.attach(grant, sender=True, address="q", capabilities=("qd.waypoint.2",))
+    assert waypoint is not None and waypoint.reason == "waypoint capability not permitted"
+    fallback = policy.attach(grant, sender=False, address="q",
+                             capabilities=("other", "qd.fallback"))
+    assert fallback is not None and fallback.condition == "amqp:unauthorized-access", \
+        "every capability is looked at, not only the first"
+    assert policy.attach(grant, sender=True, address="q", capabilities=("other",)) is None
+    allowed, granted = one_group_policy()
+    assert allowed.attach(granted, sender=True, address="q",
+                          capabilities=("qd.waypoint",)) is None
+
+
+def test_user_id_is_checked_unless_the_group_allows_proxying() -> None:
+    _, grant = one_group_policy()
+    assert grant.user_id == b"alice"
+    _, proxy = one_group_policy(allowUserIdProxy=True)
+    assert proxy.user_id is None
+    assert Policy().open(hostname=None, user="alice", host="h").user_id is None  # type: ignore[union-attr]
+
+
+def test_frame_size_and_session_window_come_from_the_group() -> None:
+    group = GroupSettings.from_conf({"maxFrameSize": 4096, "maxSessionWindow": "40960"})
+    assert (group.max_frame_size, group.max_session_window) == (4096, 40960)
+    assert GroupSettings.from_conf({"maxFrameSize": 0}).max_frame_size is None
+
+
+def test_a_connector_gets_the_connector_group_of_its_policy_vhost() -> None:
+    connectors = GroupSettings(targets=("out.*",))
+    policy = Policy(enabled=True, vhosts=[Vhost(hostname="broker",
+                                                groups={"$connector": connectors})])
+    grant = policy.connector("broker", "10.0.0.1")
+    assert isinstance(grant, Grant) and grant.group is connectors
+    assert policy.attach(grant, sender=True, address="in.x") is not None
+    assert isinstance(policy.connector("nowhere", "10.0.0.1"), Denied)
+    policy.closed(grant)
+    assert policy.counts["broker"].connections == 0
+
+
+def test_vhosts_replaced_and_removed_at_run_time() -> None:
+    policy = Policy(enabled=True, vhosts=[Vhost(hostname="shop", aliases=("store",),
+                                                allow_unknown_user=True,
+                                                groups={"$default": GroupSettings()})])
+    old = policy.open(hostname="store", user="u", host="h")
+    assert isinstance(old, Grant) and old.vhost is not None and old.vhost.hostname == "shop"
+    policy.set_vhost(Vhost(hostname="shop", max_connections=1, allow_unknown_user=True,
+                           groups={"$default": GroupSettings()}))
+    assert isinstance(policy.open(hostname="store", user="u", host="h"), Denied), \
+        "the alias went with the old settings"
+    assert isinstance(policy.open(hostname="shop", user="u", host="h"), Denied), \
+        "the new limit counts the connection admitted before"
+    policy.closed(old)
+    assert isinstance(policy.open(hostname="shop", user="u", host="h"), Grant)
+    policy.remove_vhost("shop")
+    assert "shop" not in policy.counts
+    assert isinstance(policy.open(hostname="shop", user="u", host="h"), Denied)
+
+
+def test_closing_connections_through_management_needs_allow_admin_status_update() -> None:
+    keepers = GroupSettings(users=frozenset({"alice"}), management="write",
+                            allow_admin_status_update=False)
+    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", groups={"k": keepers})])
+    alice = policy.open(hostname=None, user="alice", host="h", authenticated=True)
+    assert isinstance(alice, Grant)
+    refused = policy.may_manage(alice, "UPDATE", "org.apache.qpid.dispatch.connection")
+    assert refused is not None and "allowAdminStatusUpdate" in refused.reason
+    assert policy.may_manage(alice, "UPDATE", "org.apache.qpid.dispatch.vhost") is None
+    assert policy.may_manage(alice, "READ", "org.apache.qpid.dispatch.connection") is None
