@@ -22,10 +22,10 @@ from router import logs
 from router.adapter import Engine, connector_settings, listener_settings
 from router.adapter.connections import Listener
 from router.adapter.discovery import DiscoverySettings
-from router.adapter.settings import SaslError
+from router.adapter.settings import SaslError, vhost_from_section
 from router.adapter.tls import TlsError, load_profiles
 from router.core import Role, Router
-from router.core.policy import GroupSettings, Policy, Vhost
+from router.core.policy import Policy
 from router.service import ServiceError
 
 __all__ = ["Assembled", "assemble", "discovery_settings", "random_token"]
@@ -84,10 +84,11 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     engine.policy_section = cfg.policy
     try:
         engine.policy = build_policy(cfg)
-    except ValueError as exc:
+        engine.vhost_sections = vhost_sections(cfg)
+    except (ValueError, conf.ConfError) as exc:
         engine.close()
         raise ServiceError(str(exc), status=2) from None
-    engine.enable_management(cfg.router, cfg.ssl_profiles)
+    engine.enable_management(cfg.router)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:
@@ -111,41 +112,39 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     return Assembled(engine, router_id, bound)
 
 
-#: Group settings qdrouterd has that Hop does not enforce yet (warned about).
-_UNENFORCED_GROUP_SETTINGS = ("maxFrameSize", "maxSessionWindow", "maxSessions",
-                              "allowUserIdProxy", "allowWaypointLinks",
-                              "allowDynamicLinkRoutes", "allowFallbackLinks")
-
-
 def build_policy(cfg: conf.RouterConf) -> Policy:
-    """The router's policy from its ``policy`` and ``vhost`` sections.
+    """The router's policy from its ``policy`` and ``vhost`` sections, and
+    the vhosts of the files in ``policyDir``.
 
     Raises:
-        ValueError: a group setting of the wrong kind (naming vhost and group).
+        ValueError: a group setting of the wrong kind (naming vhost and group),
+            or a vhost defined twice.
+        conf.ConfError: a policyDir file that cannot be read or is invalid.
     """
     p = cfg.policy
-    vhosts = []
-    for section in cfg.vhosts:
-        groups = {}
-        for name, settings in (section.groups or {}).items():
-            if not isinstance(settings, dict):
-                raise ValueError(f"vhost {section.hostname!r} group {name!r}: expected a map")
-            try:
-                groups[name] = GroupSettings.from_conf(settings)
-            except ValueError as exc:
-                raise ValueError(f"vhost {section.hostname!r} group {name!r}: {exc}") from None
-            unenforced = sorted(set(settings) & set(_UNENFORCED_GROUP_SETTINGS))
-            if unenforced:
-                log.warning("vhost %r group %r: %s not enforced yet", section.hostname, name,
-                            ", ".join(unenforced))
-        vhosts.append(Vhost(hostname=section.hostname, max_connections=section.max_connections,
-                            max_connections_per_user=section.max_connections_per_user,
-                            max_connections_per_host=section.max_connections_per_host,
-                            allow_unknown_user=section.allow_unknown_user,
-                            max_message_size=section.max_message_size, groups=groups))
+    vhosts = [vhost_from_section(section, log.warning)
+              for section in vhost_sections(cfg).values()]
     return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,
                   vhosts=vhosts, default_vhost=p.default_vhost,
                   max_message_size=p.max_message_size)
+
+
+def vhost_sections(cfg: conf.RouterConf) -> dict[str, conf.VhostSection]:
+    """The conf's vhost sections and those of the files in ``policyDir``, by hostname.
+
+    Raises:
+        ValueError: a vhost defined twice.
+        conf.ConfError: a policyDir file that cannot be read or is invalid.
+    """
+    sections = list(cfg.vhosts)
+    if cfg.policy.policy_dir:
+        sections.extend(conf.load_policy_dir(cfg.policy.policy_dir))
+    found: dict[str, conf.VhostSection] = {}
+    for section in sections:
+        if section.hostname in found:
+            raise ValueError(f"vhost {section.hostname!r} is defined twice")
+        found[section.hostname] = section
+    return found
 
 
 def _announced_host(listener: Listener, interface: str | None) -> str:

@@ -19,7 +19,7 @@ import random
 import select
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from proton import SASL, SSL, Transport
@@ -158,6 +158,8 @@ class Engine(Lifecycle):
         #: Who may connect and attach what (``router.core.policy``), and its conf.
         self.policy = Policy()
         self.policy_section = conf.PolicySection()
+        #: The vhost sections behind the policy's vhosts (management's ``vhost``).
+        self.vhost_sections: dict[str, conf.VhostSection] = {}
         # The ``router`` entity's row, for /metrics (management sets the full one).
         self.router_row: Callable[[], dict[str, object]] = lambda: dict(router_counts(self))
 
@@ -233,43 +235,69 @@ class Engine(Lifecycle):
         server_log.info("[C%d] Closing connection: %s", conn.core.conn_id, why)
         self.dirty.add(conn)
 
-    def reload_tls(self) -> bool:
-        """Read every sslProfile's files again (SIGHUP): connections made from
-        now on use the new certificates, keys and CAs; the open ones keep
-        theirs.  When a profile no longer loads, the old ones stay in use and
-        the error is logged.  Returns whether the new files took effect."""
-        if not self.tls_profiles:
-            return True
-        try:
-            profiles = load_profiles([p.section for p in self.tls_profiles.values()])
-            listeners = [(li, listener_settings(li.settings.section, profiles,
-                                                self.router_section))
-                         for li in self.listeners.values()
-                         if li.settings.section is not None and li.settings.tls is not None]
-            connectors = [(c, connector_settings(c.settings.section, profiles))
-                          for c in self.connectors
-                          if c.settings.section is not None and c.settings.tls is not None]
-        except (TlsError, SaslError) as exc:
-            server_log.error("TLS profiles not reloaded, the previous ones stay in use: %s", exc)
-            return False
+    def load_tls(self, sections: Iterable[conf.SslProfileSection]) -> dict[str, TlsProfile]:
+        """Read ``sections``' files as the sslProfiles of their names (new ones
+        are added) and move the listeners and connectors that use them onto
+        the new domains: connections made from now on use the new
+        certificates, keys and CAs; open ones keep theirs.  All or nothing:
+        when a profile, or a listener's or connector's use of it, does not
+        load, nothing changes.
+
+        Returns:
+            The profiles read, by name.
+
+        Raises:
+            TlsError: naming the profile and the file that does not load.
+            SaslError: a connector's saslPassword can no longer be read.
+        """
+        loaded = load_profiles(sections)
+        profiles = {**self.tls_profiles, **loaded}
+        using_listeners, using_connectors = self.using_tls(loaded)
+        listeners = [(li, listener_settings(li.settings.section, profiles,
+                                            self.router_section)) for li in using_listeners]
+        connectors = [(c, connector_settings(c.settings.section, profiles))
+                      for c in using_connectors]
         self.tls_profiles = profiles
         for listener, listener_new in listeners:
             listener.settings = listener_new
         for connector, connector_new in connectors:
             connector.settings = connector_new
+        return loaded
+
+    def using_tls(self, names: Container[str]) -> tuple[list[Listener], list[Connector]]:
+        """The listeners and connectors whose conf names one of the sslProfiles ``names``."""
+        def uses(settings: Settings) -> bool:
+            section = settings.section
+            return section is not None and section.ssl_profile in names
+        return ([li for li in self.listeners.values() if uses(li.settings)],
+                [c for c in self.connectors if uses(c.settings)])
+
+    def reload_tls(self) -> bool:
+        """Read every sslProfile's files again (SIGHUP), as ``load_tls``; when
+        a profile no longer loads, the previous files stay in use and the
+        error is logged.  Returns whether the new files took effect."""
+        if not self.tls_profiles:
+            return True
+        try:
+            loaded = self.load_tls([p.section for p in self.tls_profiles.values()])
+        except (TlsError, SaslError) as exc:
+            server_log.error("TLS profiles not reloaded, the previous ones stay in use: %s", exc)
+            return False
         server_log.log(logs.NOTICE, "TLS profiles reloaded (%d): new connections use the "
-                       "files as they are now", len(profiles))
+                       "files as they are now", len(loaded))
         return True
 
-    def enable_management(self, section: conf.RouterSection,
-                          ssl_profiles: Iterable[conf.SslProfileSection] = ()) -> None:
-        """Serve the management agent at ``$management`` and ``_local/$management``."""
+    def enable_management(self, section: conf.RouterSection) -> None:
+        """Serve the management agent at ``$management`` and ``_local/$management``
+        (``section``: the router's conf section; the ``sslProfile`` entities
+        are the loaded ``tls_profiles``)."""
         self.router_section = section
-        agent, self.router_row = build_agent(self, section, self.router_id, ssl_profiles)
+        agent, self.router_row = build_agent(self, section, self.router_id)
         self.management = ManagementNode(self.router, self.forwarder, agent, self.apply,
                                          self._may_manage)
 
-    def _may_manage(self, ref: Transfer | Fanout | None, operation: str) -> str | None:
+    def _may_manage(self, ref: Transfer | Fanout | None, operation: str,
+                    entity_type: str) -> str | None:
         """Policy on a management request: why its sender may not make it."""
         grant = None
         if ref is not None:
@@ -278,7 +306,7 @@ class Engine(Lifecycle):
                 return None  # the router the client is on applies its own policy
             conn = origin.handle
             grant = conn.grant if conn is not None and isinstance(conn.grant, Grant) else None
-        denied = self.policy.may_manage(grant, operation)
+        denied = self.policy.may_manage(grant, operation, entity_type)
         return None if denied is None else denied.reason
 
     @property
@@ -805,8 +833,8 @@ class Engine(Lifecycle):
         and its connection are closed, as qdrouterd does (reference 5.3)."""
         oversized, self.forwarder.oversized = self.forwarder.oversized, []
         for il in oversized:
-            self.policy.max_message_size_denied += 1
             conn = il.conn.handle
+            self.policy.oversized(conn.grant if isinstance(conn.grant, Grant) else None)
             policy_log.info("[C%d][L%d] DENY message larger than %d bytes on '%s'",
                             il.conn.conn_id, il.link_id, il.conn.max_message_size, conn.peer)
             lptr = il.handle

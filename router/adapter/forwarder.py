@@ -41,6 +41,7 @@ from router.core import (
     may_have_router_keys,
     scan,
     strip_router_annotations,
+    user_id_of,
 )
 from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
@@ -188,11 +189,29 @@ class Forwarder(RemoteForwarding, Relay):
                      "Message size exceeded")
         self.oversized.append(il)
 
+    def _user_id_allowed(self, d: Any, il: InLink, data: bytes) -> bool:
+        """Policy without allowUserIdProxy (reference 5.3 step 3): a message
+        whose user-id is neither empty nor the connection's user is rejected."""
+        try:
+            user_id = user_id_of(data, scan(data, read_to=False))
+        except MessageFormatError as exc:
+            log.warning("%r: message rejected: %s", il, exc)
+            self._finish(d, il, REJECTED, "amqp:decode-error", "invalid message format")
+            return False
+        if user_id is None or user_id == il.user_id:
+            return True
+        log.debug("[%r][L%d] Message rejected due to user_id proxy violation. User:%s",
+                  il.conn, il.link_id, (il.user_id or b"").decode(errors="replace"))
+        self._finish(d, il, REJECTED, "amqp:unauthorized-access", "user_id proxy violation")
+        return False
+
     def route(self, d: Any, il: InLink, data: bytes) -> None:
         """Forward one complete message; ``d`` is ``None`` when pre-settled."""
         record = il.record
         if record is None and il.control:
             self._control(il, data)
+            return
+        if il.user_id is not None and not self._user_id_allowed(d, il, data):
             return
         # A message is scanned at most once, and only when it has to be: it
         # carries router annotations, or its address or the network matter.

@@ -75,6 +75,12 @@ def _set_window(ssn: Any, conn: Conn) -> None:
     every few dozen messages; qdrouterd's default is an unlimited window,
     bounded in practice by link credit."""
     s = conn.settings
+    grant = conn.grant
+    if isinstance(grant, Grant) and grant.group is not None \
+            and grant.group.max_session_window is not None:
+        # The vhost group's window (qdrouterd's maxSessionWindow, in bytes).
+        lib.pn_session_set_incoming_capacity(ssn, grant.group.max_session_window)
+        return
     frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
     lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
 
@@ -160,8 +166,16 @@ class Lifecycle:
         elif t == lib.PN_TRANSPORT_ERROR:
             conn = self.by_transport.get(lib.pn_event_transport(e))
             if conn is not None:
+                why = remote_condition(lib.pn_transport_condition(conn.tptr))
                 server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id,
-                                conn.peer, remote_condition(lib.pn_transport_condition(conn.tptr)))
+                                conn.peer, why)
+                if isinstance(conn.grant, Grant) and conn.grant.group is not None \
+                        and "above negotiated channel_max" in why:
+                    # More sessions than the group's maxSessions allow.
+                    self.policy.session_refused(conn.grant)
+                    policy_log.info("[C%d] DENY session on connection '%s': beyond "
+                                    "maxSessions %d", conn.core.conn_id, conn.peer,
+                                    conn.grant.group.max_sessions)
         elif t == lib.PN_TRANSPORT_CLOSED:
             conn = self.by_transport.get(lib.pn_event_transport(e))
             if conn is not None:
@@ -193,11 +207,19 @@ class Lifecycle:
             pn_conn.container = self.router_id
             pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
             pn_conn.properties = open_properties(conn)
+            # Admitted before the OPEN goes out: policy may lower its limits.
+            denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)
             pn_conn.open()
-            if core.role is not Role.INTER_ROUTER and not self._admit(conn, cptr):
+            if denied is not None:
+                self._refuse_connection(conn, cptr, denied)
                 return
         elif core.role is Role.INTER_ROUTER:
             self._open_router_links(conn)
+        elif conn.settings.policy_vhost is not None:
+            denied = self._admit_connector(conn, conn.settings.policy_vhost)
+            if denied is not None:
+                self._refuse_connection(conn, cptr, denied)
+                return
         t = conn.transport
         log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
                  "container_id=%s role=%s", core.conn_id,
@@ -206,29 +228,54 @@ class Lifecycle:
                  t.user or "anonymous", core.container_id, core.role.value)
         self.apply(self.router.connection_opened(core, self.clock()))
 
-    def _admit(self, conn: Conn, cptr: Any) -> bool:
-        """Vhost policy for a client's OPEN: refused, the connection is closed
-        with the policy's condition (after the OPEN the protocol requires)."""
+    def _admit(self, conn: Conn, cptr: Any) -> Denied | None:
+        """Vhost policy for a client's OPEN, before the router's OPEN is sent:
+        admitted, the group's frame size and session count go into that OPEN."""
         t = conn.transport
         mech = t.sasl().mech
         grant = self.policy.open(hostname=to_str(lib.pn_connection_remote_hostname(cptr)),
                                  user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"),
                                  authenticated=bool(t.authenticated and t.user
-                                                    and mech not in (None, "ANONYMOUS")))
-        if isinstance(grant, Grant):
-            conn.grant = grant
-            limit = self.policy.message_limit(grant)
-            if limit is not None:
-                conn.core.max_message_size = limit
-            return True
+                                                    and mech not in (None, "ANONYMOUS")),
+                                 forced_vhost=conn.settings.policy_vhost)
         conn.grant = grant  # refused: its links are not served
-        policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer, t.user or "anonymous",
-                        grant.reason)
+        if isinstance(grant, Denied):
+            policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer,
+                            t.user or "anonymous", grant.reason)
+            return grant
+        self._granted(conn, grant)
+        group = grant.group
+        if group is not None:
+            if group.max_frame_size is not None:
+                lib.pn_transport_set_max_frame(conn.tptr, max(512, group.max_frame_size))
+            if group.max_sessions < conn.settings.max_sessions:
+                lib.pn_transport_set_channel_max(conn.tptr, max(0, group.max_sessions - 1))
+        return None
+
+    def _admit_connector(self, conn: Conn, vhost: str) -> Denied | None:
+        """A connector naming ``policyVhost``: its vhost's ``$connector``
+        group rules what the peer attaches."""
+        grant = self.policy.connector(vhost, conn.peer.rsplit(":", 1)[0].strip("[]"))
+        conn.grant = grant
+        if isinstance(grant, Denied):
+            policy_log.info("DENY Connection '%s' (connector %s): %s", conn.peer,
+                            conn.settings.name or "", grant.reason)
+            return grant
+        self._granted(conn, grant)
+        return None
+
+    def _granted(self, conn: Conn, grant: Grant) -> None:
+        limit = self.policy.message_limit(grant)
+        if limit is not None:
+            conn.core.max_message_size = limit
+        conn.core.user_id = grant.user_id
+
+    @staticmethod
+    def _refuse_connection(conn: Conn, cptr: Any, denied: Denied) -> None:
         cond = lib.pn_connection_condition(cptr)
-        lib.pn_condition_set_name(cond, grant.condition.encode())
-        lib.pn_condition_set_description(cond, grant.description.encode())
+        lib.pn_condition_set_name(cond, denied.condition.encode())
+        lib.pn_condition_set_description(cond, denied.description.encode())
         lib.pn_connection_close(cptr)
-        return False
 
     def _policy_attach(self, conn: Conn, lptr: Any) -> Denied | None:
         """Vhost policy for a client's attach."""
@@ -240,7 +287,8 @@ class Lifecycle:
             else lib.pn_link_remote_source(lptr)
         return self.policy.attach(grant, sender=sender,
                                   address=to_str(lib.pn_terminus_get_address(terminus)),
-                                  dynamic=bool(lib.pn_terminus_is_dynamic(terminus)))
+                                  dynamic=bool(lib.pn_terminus_is_dynamic(terminus)),
+                                  capabilities=capabilities(terminus))
 
     def _open_router_links(self, conn: Conn) -> None:
         """The connector side attaches the control links, then one data link

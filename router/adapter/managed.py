@@ -1,5 +1,6 @@
 """Entity sources for what the adapter owns: connections, listeners, connectors,
-the router entity, log modules; and building the agent over every source.
+sslProfiles, the router entity, log modules; and building the agent over every
+source.
 
 Owns reading the event loop's state as management rows (peer host, SASL
 outcome, connector status) when a request asks for it.  It must not decide
@@ -20,7 +21,12 @@ import router
 from router import logs
 from router.adapter.connections import Connector, Listener
 from router.adapter.pn import lib, to_str
-from router.adapter.settings import SaslError, connector_settings, listener_settings
+from router.adapter.settings import (
+    SaslError,
+    connector_settings,
+    listener_settings,
+    vhost_from_section,
+)
 from router.adapter.tls import TlsError
 from router.core import Role, Router, tally
 from router.management import (
@@ -36,7 +42,7 @@ from router.management import (
     RouterLinks,
     RouterNodes,
     Row,
-    StoredSections,
+    SslProfiles,
 )
 from router.management.sources import section_from
 
@@ -221,6 +227,114 @@ class Connectors(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
+class EngineProfiles:
+    """The engine's loaded sslProfiles, as the ``sslProfile`` entities keep them
+    (``router.management.SslProfileStore``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def sections(self) -> Iterable[conf.SslProfileSection]:
+        return [profile.section for profile in self._engine.tls_profiles.values()]
+
+    def load(self, section: conf.SslProfileSection) -> None:
+        replaced = section.name in self._engine.tls_profiles
+        try:
+            self._engine.load_tls([section])
+        except (TlsError, SaslError) as error:
+            raise ManagementError(400, str(error)) from None
+        logging.getLogger("router.adapter.server").log(
+            logs.NOTICE, "sslProfile %r %s: connections made from now on use its files as "
+            "they are now", section.name, "reloaded" if replaced else "loaded")
+
+    def users(self, name: str) -> list[str]:
+        listeners, connectors = self._engine.using_tls({name})
+        return ([f"listener {li.settings.name or f'{li.host}:{li.port}'!r}" for li in listeners]
+                + [f"connector {c.settings.name or c.address!r}" for c in connectors])
+
+    def remove(self, name: str) -> None:
+        del self._engine.tls_profiles[name]
+
+
+class Vhosts(ReadOnly):
+    """``vhost``: the vhost policies.  CREATE, UPDATE and DELETE take effect
+    for connections admitted from then on; open connections keep the settings
+    they were admitted with.  A vhost's counts carry on through an UPDATE."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @staticmethod
+    def _row(section: conf.VhostSection) -> Row:
+        row: Row = conf.section_attributes(section)
+        row["identity"] = f"vhost/{section.hostname}"
+        row["name"] = section.name or section.hostname
+        return row
+
+    def rows(self) -> Iterable[Row]:
+        return [self._row(s) for s in self._engine.vhost_sections.values()]
+
+    def _install(self, section: conf.VhostSection) -> Changed:
+        try:
+            vhost = vhost_from_section(section, logging.getLogger("router.core.policy").warning)
+        except ValueError as error:
+            raise ManagementError(400, str(error)) from None
+        self._engine.policy.set_vhost(vhost)
+        self._engine.vhost_sections[section.hostname] = section
+        return Changed(row=self._row(section))
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        attributes = dict(attributes)
+        if attributes.get("hostname") is None and name is not None:
+            attributes["hostname"] = name  # qdrouterd names a vhost by its hostname
+        section = section_from("vhost", name, attributes)
+        assert isinstance(section, conf.VhostSection)
+        if section.hostname in self._engine.vhost_sections:
+            raise ManagementError(400, f"vhost {section.hostname!r} exists already")
+        return self._install(section)
+
+    def update(self, row: Row, attributes: dict[str, object]) -> Changed:
+        current = self._engine.vhost_sections.get(str(row.get("hostname")))
+        if current is None:
+            raise ManagementError(404, f"No entity with identity={row['identity']}")
+        merged = {k: v for k, v in conf.section_attributes(current).items() if v is not None}
+        for key, value in attributes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        if merged.get("hostname") != current.hostname:
+            raise ManagementError(400, "a vhost's hostname cannot change; create another")
+        section = section_from("vhost", None, merged)
+        assert isinstance(section, conf.VhostSection)
+        return self._install(section)
+
+    def delete(self, row: Row) -> tuple[()]:
+        hostname = str(row.get("hostname"))
+        if self._engine.vhost_sections.pop(hostname, None) is None:
+            raise ManagementError(404, f"No entity with identity={row['identity']}")
+        self._engine.policy.remove_vhost(hostname)
+        return ()
+
+
+class VhostStats(ReadOnly):
+    """``vhostStats``: each vhost's connections now and what it refused."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def rows(self) -> Iterable[Row]:
+        return [{
+            "identity": f"vhostStats/{hostname}", "name": f"vhostStats/{hostname}",
+            "hostname": hostname, "connectionsApproved": c.connections_approved,
+            "connectionsDenied": c.connections_denied, "connectionsCurrent": c.connections,
+            "perUserState": dict(c.per_user), "perHostState": dict(c.per_host),
+            "sessionDenied": c.sessions_denied, "senderDenied": c.senders_denied,
+            "receiverDenied": c.receivers_denied,
+            "maxMessageSizeDenied": c.max_message_size_denied,
+        } for hostname, c in self._engine.policy.counts.items()]
+
+
 class Discovery(ReadOnly):
     """``discovery``: the peer group, its live peers and what was ignored."""
 
@@ -259,7 +373,8 @@ class PolicyEntity(ReadOnly):
             "defaultVhost": p.default_vhost,
             "connectionsProcessed": p.connections_processed,
             "connectionsDenied": p.connections_denied, "connectionsCurrent": p.current,
-            "linksDenied": p.links_denied, "maxMessageSizeDenied": p.max_message_size_denied,
+            "linksDenied": p.links_denied, "sessionsDenied": p.sessions_denied,
+            "maxMessageSizeDenied": p.max_message_size_denied,
             "totalDenials": p.total_denials,
         }]
 
@@ -397,11 +512,11 @@ class LogStats(ReadOnly):
                 for module, counts in logs.RECORDER.counts.items()]
 
 
-def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
-                ssl_profiles: Iterable[conf.SslProfileSection] = ()
+def build_agent(engine: Engine, section: conf.RouterSection, router_id: str
                 ) -> tuple[Agent, Callable[[], Row]]:
     """The agent over every entity source of this router, and a reader of
-    the ``router`` entity's row (for the metrics)."""
+    the ``router`` entity's row (for the metrics); the ``sslProfile``
+    entities are the engine's ``tls_profiles``."""
     core: Router = engine.router
     router_entity = RouterEntity(engine, section, router_id)
     sources: dict[str, EntitySource] = {
@@ -416,9 +531,11 @@ def build_agent(engine: Engine, section: conf.RouterSection, router_id: str,
         "router.config.address": ConfigAddresses(core),
         "router.config.linkRoute": ConfigLinkRoutes(core, engine.clock),
         "router.config.autoLink": ConfigAutoLinks(core),
-        "sslProfile": StoredSections("sslProfile", ssl_profiles),
+        "sslProfile": SslProfiles(EngineProfiles(engine)),
         "discovery": Discovery(engine),
         "policy": PolicyEntity(engine),
+        "vhost": Vhosts(engine),
+        "vhostStats": VhostStats(engine),
         "log": Logs(),
         "logStats": LogStats(),
     }

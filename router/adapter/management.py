@@ -64,8 +64,8 @@ class ManagementNode:
 
     def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
                  apply: Callable[[list[Effect]], None],
-                 may_manage: Callable[[Transfer | Fanout | None, str], str | None]
-                 = lambda ref, operation: None) -> None:
+                 may_manage: Callable[[Transfer | Fanout | None, str, str], str | None]
+                 = lambda ref, operation, entity_type: None) -> None:
         self.router = router
         #: Why the request's sender may not make it (policy), else None.
         self.may_manage = may_manage
@@ -112,7 +112,7 @@ class ManagementNode:
             return
         self.forwarder.consumed(ref, ACCEPTED)
         operation = str(request.properties.get("operation", ""))
-        refusal = self.may_manage(ref, operation)
+        refusal = self.may_manage(ref, operation, str(request.properties.get("type", "")))
         if refusal is not None:
             log.info("management %s refused by policy: %s", operation, refusal)
             response = Response(status=403, description=refusal)

@@ -3,7 +3,7 @@ CLI from the conf."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -12,6 +12,7 @@ from proton import SASL
 import conf
 from router.adapter.tls import SecretError, TlsError, TlsProfile, secret_value
 from router.core import Role
+from router.core.policy import GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 
@@ -52,6 +53,8 @@ class ListenerSettings:
     healthz: bool = True
     #: The proton SSL domain (``router.adapter.tls``) when the listener has an sslProfile.
     tls: Any = None
+    #: The vhost whose policy applies to its connections (``policyVhost``).
+    policy_vhost: str | None = None
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -87,6 +90,8 @@ class ConnectorSettings:
     #: SASL credentials the connector authenticates with.
     sasl_username: str | None = None
     sasl_password: str | None = None
+    #: The vhost whose policy applies to its connections (``policyVhost``).
+    policy_vhost: str | None = None
     #: The conf section these settings came from (shown by management).
     section: Any = None
 
@@ -108,6 +113,7 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
         "idle_timeout_s": section.idle_timeout_seconds,
         "max_frame_size": section.max_frame_size,
         "max_sessions": section.max_sessions,
+        "policy_vhost": section.policy_vhost,
         "max_session_frames": section.max_session_frames,
         "link_capacity": section.link_capacity or 250,
         "strip_in": strip in ("in", "both"),
@@ -211,3 +217,39 @@ def connector_settings(section: conf.ConnectorSection,
     return ConnectorSettings(host=section.host, reconnect=policy, failover=failover, tls=tls,
                              sasl_username=section.sasl_username, sasl_password=password,
                              **settings)
+
+
+#: Group settings qdrouterd has that mean nothing in Hop (warned about).
+_MEANINGLESS_GROUP_SETTINGS = {
+    "allowDynamicLinkRoutes": "Hop has no connection-scoped link routes for it to allow",
+}
+
+
+def vhost_from_section(section: conf.VhostSection,
+                       warn: Callable[..., None] | None = None) -> Vhost:
+    """The policy's ``Vhost`` for a ``vhost`` section (conf file, policyDir
+    or management); ``warn`` is told of settings Hop has no use for.
+
+    Raises:
+        ValueError: a group that is not a map or has a value of the wrong kind,
+            naming the vhost and the group.
+    """
+    groups = {}
+    for name, settings in (section.groups or {}).items():
+        if not isinstance(settings, dict):
+            raise ValueError(f"vhost {section.hostname!r} group {name!r}: expected a map")
+        try:
+            groups[name] = GroupSettings.from_conf(settings)
+        except ValueError as exc:
+            raise ValueError(f"vhost {section.hostname!r} group {name!r}: {exc}") from None
+        for key in sorted(set(settings) & set(_MEANINGLESS_GROUP_SETTINGS)):
+            if warn is not None:
+                warn("vhost %r group %r: %s is ignored: %s", section.hostname, name, key,
+                     _MEANINGLESS_GROUP_SETTINGS[key])
+    aliases = tuple(a.strip() for a in (section.aliases or "").split(",") if a.strip())
+    return Vhost(hostname=section.hostname, aliases=aliases,
+                 max_connections=section.max_connections,
+                 max_connections_per_user=section.max_connections_per_user,
+                 max_connections_per_host=section.max_connections_per_host,
+                 allow_unknown_user=section.allow_unknown_user,
+                 max_message_size=section.max_message_size, groups=groups)

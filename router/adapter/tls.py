@@ -2,7 +2,8 @@
 
 Owns reading an ``sslProfile`` (certificate, key and its password, trusted
 CAs, ciphers, protocol versions) into the server and client domains the
-engine wraps transports with, and checking it all at start-up: a missing
+engine wraps transports with, and checking it all whenever a profile is
+read (at start-up, on SIGHUP, on a management CREATE or UPDATE): a missing
 or unreadable file, a key that does not load (a wrong password) or a bad
 cipher list is an error naming the profile and the file, never a silent
 fallback to plain text (qdrouterd only logs those and carries on).
@@ -11,6 +12,7 @@ fallback to plain text (qdrouterd only logs those and carries on).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -152,8 +154,7 @@ def _domain(profile: conf.SslProfileSection, mode: int) -> Any:
     return domain
 
 
-def load_profiles(sections: tuple[conf.SslProfileSection, ...] | list[conf.SslProfileSection],
-                  ) -> dict[str, TlsProfile]:
+def load_profiles(sections: Iterable[conf.SslProfileSection]) -> dict[str, TlsProfile]:
     """Every ``sslProfile``, checked and ready, by name.
 
     Raises:

@@ -25,7 +25,8 @@ from router.management.sources import (
     RouterAddresses,
     RouterLinks,
     RouterNodes,
-    StoredSections,
+    SslProfiles,
+    SslProfileStore,
     link_row,
 )
 
@@ -50,7 +51,8 @@ __all__ = [
     "RouterNodes",
     "Row",
     "Schema",
-    "StoredSections",
+    "SslProfileStore",
+    "SslProfiles",
     "decode_request",
     "encode_response",
     "link_row",

@@ -348,12 +348,18 @@ class Agent:
     def _alias(entity_type: EntityType, key: str) -> bool:
         """Deprecated attribute names the conf accepts are accepted by CREATE too
         (and ``fallback`` for an address, as qdrouterd's CREATE reads it)."""
-        if entity_type.conf_name is None:
-            return False
         if entity_type.conf_name == "address" and key == "fallback":
             return True
+        return Agent._replacement(entity_type, key) is not None
+
+    @staticmethod
+    def _replacement(entity_type: EntityType, key: str) -> str | None:
+        """The attribute ``key`` is the deprecated conf name of, if any."""
+        if entity_type.conf_name is None:
+            return None
         cls = ENTITY_TYPES_BY_NAME[entity_type.conf_name].cls
-        return any(key in f.schema.aliases for f in schema_fields(cls))
+        return next((f.schema.conf_name for f in schema_fields(cls)
+                     if key in f.schema.aliases), None)
 
     def _update(self, entity_type: EntityType, row: Row, body: object) -> Response:
         attributes = self._attributes(body, "an UPDATE")
@@ -361,6 +367,14 @@ class Agent:
         attributes.pop("identity", None)
         attributes.pop("name", None)
         by_name = {a.name: a for a in SCHEMA.attributes(entity_type)}
+        for key in list(attributes):
+            replacement = self._replacement(entity_type, key)
+            if replacement is not None:  # a deprecated name, as the conf accepts
+                if replacement in attributes:
+                    raise ManagementError(
+                        400, f"Both {key!r} and {replacement!r} given ({key!r} is the "
+                             f"deprecated name of {replacement!r}; keep one)")
+                attributes[replacement] = attributes.pop(key)
         for key, value in attributes.items():
             attribute = by_name.get(key)
             if attribute is None:

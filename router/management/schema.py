@@ -77,6 +77,11 @@ def _s(name: str, description: str) -> Attribute:
     return Attribute(name=name, type="string", description=description)
 
 
+def _every(conf_name: str) -> tuple[str, ...]:
+    """Every attribute of a conf section type (for ``updatable``)."""
+    return tuple(f.schema.conf_name for f in schema_fields(ENTITY_TYPES_BY_NAME[conf_name].cls))
+
+
 def _from_conf(conf_name: str, *, updatable: tuple[str, ...] = (),
                extra: tuple[Attribute, ...] = ()) -> tuple[Attribute, ...]:
     """The attributes of a conf section type, then ``extra`` (read-only)."""
@@ -275,8 +280,10 @@ _TYPES: tuple[EntityType, ...] = (
     EntityType(name="router", description="the router", extends="configurationEntity",
                conf_name="router", singleton=True,
                attributes=_from_conf("router", extra=_ROUTER_STATS)),
+    # UPDATE reads the profile's files again (certificate rotation).
     EntityType(name="sslProfile", description="TLS settings", extends="configurationEntity",
-               conf_name="sslProfile", operations=_CRD, attributes=_from_conf("sslProfile")),
+               conf_name="sslProfile", operations=("CREATE", "UPDATE", "DELETE"),
+               attributes=_from_conf("sslProfile", updatable=_every("sslProfile"))),
     EntityType(name="authServicePlugin", description="delegated SASL authentication",
                extends="configurationEntity", conf_name="authServicePlugin", operations=_CRD,
                attributes=_from_conf("authServicePlugin")),
@@ -334,12 +341,28 @@ _TYPES: tuple[EntityType, ...] = (
                    _i("connectionsDenied", "connections refused"),
                    _i("connectionsCurrent", "client connections now"),
                    _i("linksDenied", "attaches refused"),
+                   _i("sessionsDenied", "sessions refused (beyond maxSessions)"),
                    _i("maxMessageSizeDenied", "messages refused for their size"),
-                   _i("totalDenials", "connections and links refused"),
+                   _i("totalDenials", "connections, sessions, links and messages refused"),
                ))),
     EntityType(name="vhost", description="a vhost policy", extends="configurationEntity",
                conf_name="vhost", operations=("CREATE", "UPDATE", "DELETE"),
-               attributes=_from_conf("vhost")),
+               attributes=_from_conf("vhost", updatable=_every("vhost"))),
+    EntityType(name="vhostStats", description="a vhost's connections and denials",
+               extends="operationalEntity", attributes=(
+                   _s("hostname", "the vhost"),
+                   _i("connectionsApproved", "connections admitted"),
+                   _i("connectionsDenied", "connections refused"),
+                   _i("connectionsCurrent", "connections open now"),
+                   Attribute(name="perUserState", type="map",
+                             description="open connections by user"),
+                   Attribute(name="perHostState", type="map",
+                             description="open connections by remote host"),
+                   _i("sessionDenied", "sessions refused"),
+                   _i("senderDenied", "sending links refused"),
+                   _i("receiverDenied", "receiving links refused"),
+                   _i("maxMessageSizeDenied", "messages refused for their size"),
+               )),
     EntityType(name="discovery", description="the peer group this router joins (Hop)",
                extends="configurationEntity", conf_name="discovery", operations=("READ",),
                attributes=_from_conf("discovery", extra=(

@@ -1,15 +1,17 @@
 """Entity sources over the routing core: addresses, links, nodes, link routes, auto-links.
 
 Owns turning the core's records (``router.core.Router``) into management
-rows, and the run-time CREATE and DELETE of ``address``, ``linkRoute`` and
-``autoLink`` entities.  Rows are
-built when asked for, from the counters the per-message path already keeps;
-nothing here runs per message.  It must not touch sockets or proton.
+rows, the run-time CREATE and DELETE of ``address``, ``linkRoute`` and
+``autoLink`` entities, and ``sslProfile`` entities over the profiles the
+adapter has loaded.  Rows are built when asked for, from the counters the
+per-message path already keeps; nothing here runs per message.  It must not
+touch sockets or proton.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 import conf
 from addressing import AddressError
@@ -26,7 +28,8 @@ __all__ = [
     "RouterAddresses",
     "RouterLinks",
     "RouterNodes",
-    "StoredSections",
+    "SslProfileStore",
+    "SslProfiles",
     "link_row",
     "section_from",
 ]
@@ -245,42 +248,102 @@ def section_from(conf_name: str, name: str | None, attributes: dict[str, object]
         raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
 
 
-class StoredSections(ReadOnly):
-    """Entities that are settings only, kept as conf sections (``sslProfile``):
-    CREATE and DELETE change the set; a secret (``password``) is never read
-    back."""
+class SslProfileStore(Protocol):
+    """The sslProfiles the router has loaded (the adapter keeps them)."""
 
+    def sections(self) -> Iterable[conf.SslProfileSection]:
+        """Every loaded profile's section, in order."""
+        ...
+
+    def load(self, section: conf.SslProfileSection) -> None:
+        """Read ``section``'s files as the profile of its name: a new profile,
+        or one that replaces the profile of that name for the connections its
+        listeners and connectors make from then on.
+
+        Raises:
+            ManagementError: 400 naming the profile and the file that does not
+                load; nothing changed.
+        """
+        ...
+
+    def users(self, name: str) -> list[str]:
+        """The listeners and connectors that use profile ``name``, described."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Forget profile ``name`` (no listener or connector uses it)."""
+        ...
+
+
+class SslProfiles(ReadOnly):
+    """``sslProfile``: the profiles the router has loaded, as conf sections.
+
+    CREATE loads one and checks it, so listeners and connectors created after
+    it may name it.  UPDATE changes its attributes and reads its files again
+    (with no attribute, only the files: rotation in place); the listeners and
+    connectors using it take the new files for the connections they make from
+    then on, and open connections keep theirs.  A profile that does not load
+    is refused with 400 and the previous one stays, as stored and as loaded.
+    DELETE refuses a profile a listener or connector uses.  The password is
+    never read back, so a null ``password`` in an UPDATE (a row read and sent
+    back) keeps it.
+    """
+
+    _CONF_NAME = "sslProfile"
     _SECRETS = ("password",)
 
-    def __init__(self, conf_name: str, sections: Iterable[conf.fields.Section]) -> None:
-        self._conf_name = conf_name
-        self._sections = list(sections)
+    def __init__(self, store: SslProfileStore) -> None:
+        self._store = store
 
-    def _row(self, section: conf.fields.Section) -> Row:
+    def _row(self, section: conf.SslProfileSection) -> Row:
         row: Row = conf.section_attributes(section)
-        name = row.get("name")
-        row["identity"] = f"{self._conf_name}/{name}"
+        row["identity"] = f"{self._CONF_NAME}/{section.name}"
         for secret in self._SECRETS:
             if row.get(secret) is not None:
                 row[secret] = None
         return row
 
+    def _section(self, row: Row) -> conf.SslProfileSection:
+        for section in self._store.sections():
+            if self._row(section)["identity"] == row["identity"]:
+                return section
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
     def rows(self) -> Iterable[Row]:
-        return [self._row(section) for section in self._sections]
+        return [self._row(section) for section in self._store.sections()]
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         if name is None and attributes.get("name") is None:
-            raise ManagementError(400, f"A {self._conf_name} needs a name")
-        section = section_from(self._conf_name, name, attributes)
-        self._sections.append(section)
+            raise ManagementError(400, f"A {self._CONF_NAME} needs a name")
+        section = section_from(self._CONF_NAME, name, attributes)
+        assert isinstance(section, conf.SslProfileSection)
+        self._store.load(section)
+        return Changed(row=self._row(section))
+
+    def update(self, row: Row, attributes: dict[str, object]) -> Changed:
+        current = self._section(row)
+        merged = {key: value for key, value in conf.section_attributes(current).items()
+                  if value is not None}
+        for key, value in attributes.items():
+            if value is not None:
+                merged[key] = value
+            elif key not in self._SECRETS:
+                merged.pop(key, None)  # back to its default
+        section = section_from(self._CONF_NAME, None, merged)
+        assert isinstance(section, conf.SslProfileSection)
+        self._store.load(section)
         return Changed(row=self._row(section))
 
     def delete(self, row: Row) -> tuple[()]:
-        for section in self._sections:
-            if self._row(section)["identity"] == row["identity"]:
-                self._sections.remove(section)
-                return ()
-        raise ManagementError(404, f"No entity with identity={row['identity']}")
+        section = self._section(row)
+        name = section.name or ""
+        users = self._store.users(name)
+        if users:
+            raise ManagementError(
+                400, f"sslProfile {name!r} is used by {', '.join(users)}; delete "
+                     f"{'it' if len(users) == 1 else 'them'} first")
+        self._store.remove(name)
+        return ()
 
 
 class ConfigLinkRoutes(ReadOnly):

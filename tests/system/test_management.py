@@ -31,12 +31,18 @@ def test_node_operations_describe_the_schema(mgmt: Management) -> None:
     _, _, operations = mgmt.request(operation="GET-OPERATIONS", name="self",
                                     entityType=PREFIX + "router.link")
     assert operations == {PREFIX + "router.link": ["UPDATE", "READ"]}
+    _, _, operations = mgmt.request(operation="GET-OPERATIONS", name="self",
+                                    entityType=PREFIX + "sslProfile")
+    assert operations == {PREFIX + "sslProfile": ["CREATE", "UPDATE", "DELETE", "READ"]}
     _, _, attributes = mgmt.request(operation="GET-ATTRIBUTES", name="self",
                                     entityType=PREFIX + "log")
     assert attributes[PREFIX + "log"][:4] == ["name", "identity", "type", "module"]
     _, _, schema = mgmt.request(operation="GET-SCHEMA", name="self")
     listener = schema["entityTypes"][PREFIX + "listener"]
     assert listener["attributes"]["port"]["default"] == "amqp"
+    ssl_profile = schema["entityTypes"][PREFIX + "sslProfile"]["attributes"]
+    assert ssl_profile["certFile"] == {"type": "path", "description": "own certificate (PEM)",
+                                       "create": True, "update": True}
     assert mgmt.request(operation="GET-MGMT-NODES", name="self")[2] == []
 
 

@@ -3,14 +3,23 @@ attaches, with the conditions qdrouterd gives and the denial counters."""
 
 from __future__ import annotations
 
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
 import pytest
-from proton import ConnectionException, Delivery
+from proton import ConnectionException, Data, Delivery, symbol
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, LinkOption
 from proton.utils import BlockingConnection, LinkDetached
 
-from tests.system.clients import connect, send_async
+from tests.system.clients import connect, send_async, wait_settled
 from tests.system.conftest import StartRouter
-from tests.system.harness import router_conf
+from tests.system.frames import BEGIN, CLOSE, FrameClient
+from tests.system.harness import hopd_command, router_conf
 from tests.system.mgmt import Management
+from tests.system.rabbitmq import free_port
 
 VHOST_POLICY = """\
 policy {
@@ -30,6 +39,16 @@ vhost {
     }
 }
 """
+
+
+def vhost_stats(url: str, hostname: str = "$default") -> dict[str, object]:
+    client = Management(url)
+    try:
+        rows = client.query("vhostStats")
+    finally:
+        client.close()
+    [row] = [r for r in rows if r["hostname"] == hostname]
+    return row
 
 
 def policy_counts(url: str) -> dict[str, int]:
@@ -119,3 +138,216 @@ def test_a_message_above_max_message_size_is_rejected_and_its_connection_closed(
     hop.wait_log(r"POLICY \(info\) \[C\d+\]\[L\d+\] DENY message larger than 2000 bytes")
     assert policy_counts(hop.url)["totalDenials"] == 1
     consumer.close()
+
+
+SESSION_POLICY = """\
+policy {
+    enableVhostPolicy: yes
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: yes
+    groups: {
+        "$default": {
+            "maxSessions": 2,
+            "maxFrameSize": 4096,
+            "maxSessionWindow": 40960,
+            "allowDynamicSource": true
+        }
+    }
+}
+"""
+
+
+def test_max_sessions_and_frame_size_go_into_the_open_and_bind_the_client(
+        start_router: StartRouter) -> None:
+    hop = start_router(router_conf(SESSION_POLICY))
+    client = FrameClient("127.0.0.1", hop.ports[0])
+    try:
+        opened = client.handshake()
+        assert opened[2] == 4096, "the group's maxFrameSize in the router's OPEN"
+        assert opened[3] == 1, "channel-max: maxSessions - 1"
+        for channel in (0, 1):
+            client.begin(channel)
+        assert sorted(client.wait_for(BEGIN)[1][0] for _ in range(2)) == [0, 1]
+        client.begin(2)  # one session too many: the connection is closed
+        _, fields = client.wait_for(CLOSE)
+        error = fields[0].value
+        assert (str(error[0]), error[1]) == (
+            "amqp:connection:framing-error", "remote channel 2 is above negotiated channel_max 1.")
+    finally:
+        client.close()
+    hop.wait_log(r"POLICY \(info\) \[C\d+\] DENY session on connection '127\.0\.0\.1:\d+': "
+                 r"beyond maxSessions 2")
+    assert vhost_stats(hop.url)["sessionDenied"] == 1
+    # A proton client within the limit is served, in a window of maxSessionWindow bytes.
+    conn = connect(hop.url)
+    assert conn.conn.transport.remote_channel_max == 1
+    receiver = conn.create_receiver("sessions.q", credit=5)
+    sender = conn.create_sender("sessions.q")
+    body = "w" * 100_000
+    send_async(sender, body)
+    assert receiver.receive(timeout=10).body == body
+    conn.close()
+
+
+def test_a_message_with_another_user_s_user_id_is_rejected(start_router: StartRouter) -> None:
+    conf = VHOST_POLICY.replace('"maxSenders": 1,', '"maxSenders": 3,')
+    hop = start_router(router_conf(conf))
+    conn = connect(hop.url)
+    receiver = conn.create_receiver("anonymous.orders", credit=10)
+    sender = conn.create_sender("anonymous.orders")
+    own = send_async(sender, "mine", user_id=b"anonymous")
+    none = send_async(sender, "no user-id")
+    proxied = send_async(sender, "posing", user_id=b"mallory")
+    assert wait_settled(conn, proxied) == Delivery.REJECTED
+    assert proxied.remote.condition.name == "amqp:unauthorized-access"
+    assert proxied.remote.condition.description == "user_id proxy violation"
+    for expected in ("mine", "no user-id"):
+        assert receiver.receive(timeout=10).body == expected
+        receiver.accept()
+    assert wait_settled(conn, own) == Delivery.ACCEPTED
+    assert wait_settled(conn, none) == Delivery.ACCEPTED
+    conn.close()
+    proxy = start_router(router_conf(conf.replace('"maxSenders": 3,',
+                                                  '"maxSenders": 3, "allowUserIdProxy": true,')),
+                         name="proxy")
+    conn = connect(proxy.url)
+    receiver = conn.create_receiver("anonymous.orders", credit=10)
+    allowed = send_async(conn.create_sender("anonymous.orders"), "on behalf", user_id=b"mallory")
+    assert receiver.receive(timeout=10).body == "on behalf"
+    receiver.accept()
+    assert wait_settled(conn, allowed) == Delivery.ACCEPTED
+    conn.close()
+
+
+class TargetCapability(LinkOption):  # type: ignore[misc]
+    """A sender's target claims a capability."""
+
+    def __init__(self, capability: str) -> None:
+        self.capability = capability
+
+    def apply(self, link: Any) -> None:
+        link.target.capabilities.put_array(False, Data.SYMBOL)
+        link.target.capabilities.enter()
+        link.target.capabilities.put_symbol(symbol(self.capability))
+        link.target.capabilities.exit()
+
+
+def test_waypoint_links_refused_where_the_group_does_not_allow_them(
+        start_router: StartRouter) -> None:
+    conf = VHOST_POLICY.replace('"maxSenders": 1,', '"allowWaypointLinks": false,')
+    hop = start_router(router_conf(conf))
+    conn = connect(hop.url)
+    with pytest.raises(LinkDetached) as refused:
+        conn.create_sender("orders", options=TargetCapability("qd.waypoint.1"))
+    assert "Condition('amqp:unauthorized-access', 'link disallowed by local policy')" \
+        in str(refused.value)
+    conn.create_sender("orders", name="plain")  # without the capability
+    conn.close()
+
+
+POLICY_FILE = """\
+# vhosts read from policyDir
+[
+    ["vhost", {
+        "hostname": "shop",
+        "aliases": "store",
+        "allowUnknownUser": true,
+        "groups": {"$default": {"maxReceivers": 1, "allowDynamicSource": true}}
+    }]
+]
+"""
+
+
+def test_vhosts_from_policy_dir_and_a_listener_s_policy_vhost(
+        start_router: StartRouter, tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "shop.json").write_text(POLICY_FILE)
+    listener = ("listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: ANONYMOUS\n"
+                "    authenticatePeer: no\n    policyVhost: store\n}\n")
+    hop = start_router(router_conf(f"policy {{\n    enableVhostPolicy: yes\n"
+                                   f"    policyDir: {policies}\n}}\n", listener=listener))
+    conn = connect(hop.url)  # no vhost named by OPEN: the listener's, by its alias
+    conn.create_receiver("a", credit=1)
+    with pytest.raises(LinkDetached, match="amqp:resource-limit-exceeded"):
+        conn.create_receiver("b", credit=1)
+    assert vhost_stats(hop.url, "shop")["receiverDenied"] == 1
+    conn.close()
+
+
+def test_a_bad_policy_file_stops_the_start_naming_file_line_and_column(tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "bad.json").write_text(
+        '[\n  ["vhost", {"hostname": "x", "maxConnections": "many"}]\n]\n')
+    conf_path = tmp_path / "hop.conf"
+    conf_path.write_text(router_conf(f"policy {{\n    policyDir: {policies}\n}}\n"))
+    done = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert f"{policies / 'bad.json'}:2:" in done.stderr + done.stdout
+    assert "maxConnections" in done.stderr + done.stdout
+
+
+class ReverseService(MessagingHandler):  # type: ignore[misc]
+    """A service the router connects out to, which then attaches links back."""
+
+    def __init__(self, port: int, targets: list[str]) -> None:
+        super().__init__()
+        self.port = port
+        self.targets = targets
+        self.opened: set[str] = set()
+        self.errors: dict[str, str] = {}
+        self.acceptor: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self.acceptor = event.container.listen(f"127.0.0.1:{self.port}")
+        event.container.schedule(30, self)
+
+    def on_timer_task(self, event: Any) -> None:
+        event.container.stop()
+
+    def on_connection_opened(self, event: Any) -> None:
+        for target in self.targets:
+            event.container.create_sender(event.connection, target)
+        event.container.schedule(3, self)  # the answers come well within
+
+    def on_link_opened(self, event: Any) -> None:
+        self.opened.add(event.link.target.address)
+
+    def on_link_error(self, event: Any) -> None:
+        self.errors[event.link.target.address] = str(event.link.remote_condition.name)
+
+
+def test_a_connector_s_policy_vhost_rules_what_the_peer_attaches(
+        start_router: StartRouter) -> None:
+    port = free_port()
+    service = ReverseService(port, ["out.results", "secrets"])
+    thread = threading.Thread(target=Container(service).run, daemon=True)
+    thread.start()
+    conf = f"""\
+policy {{
+    enableVhostPolicy: yes
+}}
+vhost {{
+    hostname: services
+    groups: {{
+        "$connector": {{"targets": "out.*"}}
+    }}
+}}
+connector {{
+    name: service
+    host: 127.0.0.1
+    port: {port}
+    role: normal
+    policyVhost: services
+}}
+"""
+    hop = start_router(router_conf(conf))
+    thread.join(40)
+    assert service.errors == {"secrets": "amqp:unauthorized-access"}
+    assert "out.results" in service.opened
+    hop.wait_log(r"POLICY \(info\) \[C\d+\] DENY link on connection '127\.0\.0\.1:\d+': "
+                 r"target 'secrets' not allowed")

@@ -154,3 +154,57 @@ def test_only_authenticated_users_allowed_by_policy_change_the_router(
         assert status == 201 and body["prefix"] == "made"
     finally:
         alice.close()
+
+
+def test_vhosts_created_updated_and_deleted_through_management(
+        start_router: StartRouter, users: Users) -> None:
+    open_to_all = '"allowDynamicSource": true, "allowAnonymousSender": true'
+    policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
+              "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
+              f'        "admins": {{"users": "alice@hop", "management": "write", {open_to_all}}},\n'
+              f'        "$default": {{{open_to_all}}}\n    }}\n}}\n')
+    listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
+        "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
+        "    saslMechanisms: PLAIN ANONYMOUS\n    authenticatePeer: no\n")
+    hop = start_router(router_with(users, listeners).replace(
+        "    saslConfigName: hop-test\n}\n", "    saslConfigName: hop-test\n}\n" + policy, 1),
+        listeners=2)
+    vhost = "org.apache.qpid.dispatch.vhost"
+    alice = Management(hop.url, conn=login(hop.url, "alice@hop", PASSWORD,
+                                           allow_insecure_mechs=True))
+
+    def shop_client() -> BlockingConnection:
+        return BlockingConnection(hop.url, timeout=10, virtual_host="shop")
+
+    def stats() -> dict[str, object]:
+        [row] = [r for r in alice.query("vhostStats") if r["hostname"] == "shop"]
+        return row
+
+    try:
+        status, description, body = alice.request(
+            {"hostname": "shop", "maxConnections": 1, "allowUnknownUser": True,
+             "groups": {"$default": {"maxSenders": 1}}},
+            operation="CREATE", type=vhost, name="shop")
+        assert status == 201, description
+        assert body["maxConnections"] == 1
+        first = shop_client()
+        with pytest.raises(ConnectionException, match="connection disallowed by local policy"):
+            shop_client()
+        row = stats()
+        assert (row["connectionsApproved"], row["connectionsDenied"],
+                row["connectionsCurrent"], row["perUserState"]) == (1, 1, 1, {"anonymous": 1})
+        status, description, body = alice.request(
+            {"maxConnections": 2}, operation="UPDATE", type=vhost, name="shop")
+        assert (status, body["maxConnections"]) == (200, 2), description
+        second = shop_client()
+        assert stats()["connectionsCurrent"] == 2, "the counts carried on through the UPDATE"
+        status, description, _ = alice.request(operation="DELETE", type=vhost, name="shop")
+        assert status == 204, description
+        assert [r["hostname"] for r in alice.query("vhost", "hostname")] == ["$default"]
+        assert "shop" not in [r["hostname"] for r in alice.query("vhostStats")]
+        third = shop_client()  # the default vhost now
+        third.create_sender("anywhere")
+        for conn in (first, second, third):
+            conn.close()
+    finally:
+        alice.close()

@@ -1,12 +1,14 @@
 """TLS on listeners and connectors: sslProfile, requireSsl, client
-certificates with SASL EXTERNAL, TLS between routers, and the start-up
-errors of a profile that cannot be used."""
+certificates with SASL EXTERNAL, TLS between routers, the start-up errors
+of a profile that cannot be used, and certificate rotation by SIGHUP and
+by management UPDATE."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from proton import ConnectionException, Delivery, SSLDomain
@@ -16,8 +18,8 @@ from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, wa
 from tests.system.certs import KEY_PASSWORD, Pki, make_pki
 from tests.system.clients import deliver_across, send_async, wait_settled
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, hopd_command, router_conf
-from tests.system.mgmt import Management
+from tests.system.harness import Hop, hopd_command, router_conf, wait_for
+from tests.system.mgmt import PREFIX, Management
 from tests.system.network import interior_conf
 from tests.system.rabbitmq import free_port, running
 
@@ -205,6 +207,173 @@ def test_sighup_rotates_the_certificates_for_new_connections(
     assert round_trip(before, "before/q") == Delivery.ACCEPTED, "open connections stay up"
     before.close()
     after.close()
+
+
+def update_profile(hop: Hop, attributes: dict[str, str]) -> tuple[int, str, Any]:
+    client = Management(hop.url)
+    try:
+        return client.request(attributes, operation="UPDATE", type=PREFIX + "sslProfile",
+                              name="tls")
+    finally:
+        client.close()
+
+
+def test_a_management_update_rotates_the_certificates_for_new_connections(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "renewed").mkdir()
+    renewed = make_pki(tmp_path / "renewed")  # signed by another CA
+    hop = start_router(router_conf(profile(pki), listener=tls_listener()))
+    before = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+    with pytest.raises(ConnectionException, match="SSL Failure"):
+        BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10)
+
+    status, description, row = update_profile(hop, {
+        "certFile": str(renewed.server_cert), "privateKeyFile": str(renewed.server_key),
+        "caCertFile": str(renewed.ca)})
+    assert (status, description) == (200, "OK")
+    assert (row["certFile"], row["caCertFile"]) == (str(renewed.server_cert), str(renewed.ca))
+    hop.wait_log(r"sslProfile 'tls' reloaded: connections made from now on use its files")
+    after = BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10)
+    assert round_trip(after, "renewed/q") == Delivery.ACCEPTED
+    with pytest.raises(ConnectionException, match="SSL Failure"):
+        BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+    assert round_trip(before, "before/q") == Delivery.ACCEPTED, "open connections stay up"
+    # SIGHUP reads the files the profile names now, not those of the conf file.
+    hop.proc.send_signal(signal.SIGHUP)
+    hop.wait_log(r"TLS profiles reloaded \(1\)")
+    BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10).close()
+    before.close()
+    after.close()
+
+
+def test_an_update_with_no_attributes_reads_the_files_again_in_place(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "renewed").mkdir()
+    renewed = make_pki(tmp_path / "renewed")
+    cert, key = tmp_path / "current.pem", tmp_path / "current-key.pem"
+    cert.write_bytes(pki.server_cert.read_bytes())
+    key.write_bytes(pki.server_key.read_bytes())
+    tls = (f"sslProfile {{\n    name: tls\n    certFile: {cert}\n    privateKeyFile: {key}\n"
+           "}\n")
+    hop = start_router(router_conf(tls, listener=tls_listener()))
+    cert.write_bytes(renewed.server_cert.read_bytes())
+    key.write_bytes(renewed.server_key.read_bytes())
+    with pytest.raises(ConnectionException, match="SSL Failure"):  # not read yet
+        BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10)
+    assert update_profile(hop, {})[:2] == (200, "OK")
+    BlockingConnection(amqps(hop), ssl_domain=client_domain(renewed.ca), timeout=10).close()
+
+
+@pytest.mark.parametrize(("problem", "says"), [
+    ("missing", "sslProfile 'tls': cannot read certFile {missing}: No such file or directory"),
+    ("wrong-password", "sslProfile 'tls': certFile {cert} and privateKeyFile {encrypted} do "
+                       "not load"),
+    ("not-its-key", "sslProfile 'tls': certFile {cert} and privateKeyFile {other} do not "
+                    "load"),
+    ("bad-value", "invalid value for 'protocols' in section 'sslProfile'"),
+])
+def test_an_update_that_does_not_load_is_refused_and_the_old_files_stay(
+        start_router: StartRouter, pki: Pki, tmp_path: Path, problem: str, says: str) -> None:
+    missing = tmp_path / "nowhere.pem"
+    changes = {
+        "missing": {"certFile": str(missing)},
+        "wrong-password": {"privateKeyFile": str(pki.server_key_encrypted),
+                           "password": "pass:wrong"},
+        "not-its-key": {"privateKeyFile": str(pki.client_key)},
+        "bad-value": {"protocols": "SSLv3"},
+    }
+    hop = start_router(router_conf(profile(pki), listener=tls_listener()))
+    status, description, _ = update_profile(hop, changes[problem])
+    assert status == 400
+    assert says.format(missing=missing, cert=pki.server_cert, encrypted=pki.server_key_encrypted,
+                       other=pki.client_key) in description
+    client = Management(hop.url)
+    try:
+        [row] = client.query("sslProfile", "certFile", "privateKeyFile", "protocols")
+    finally:
+        client.close()
+    assert row == {"certFile": str(pki.server_cert), "privateKeyFile": str(pki.server_key),
+                   "protocols": None}
+    conn = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+    assert round_trip(conn) == Delivery.ACCEPTED
+    conn.close()
+
+
+def test_a_created_profile_serves_a_listener_created_after_it(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    hop = start_router()
+    client = Management(hop.url)
+    try:
+        status, description, _ = client.request(
+            {"certFile": str(tmp_path / "nowhere.pem")}, operation="CREATE",
+            type=PREFIX + "sslProfile", name="broken")
+        assert status == 400
+        assert f"sslProfile 'broken': cannot read certFile {tmp_path / 'nowhere.pem'}" \
+            in description
+        status, _, row = client.request(
+            {"certFile": str(pki.server_cert), "privateKeyFile": str(pki.server_key)},
+            operation="CREATE", type=PREFIX + "sslProfile", name="made")
+        assert status == 201, row
+        assert client.query("sslProfile", "name") == [{"name": "made"}]
+        status, _, row = client.request(
+            {"host": "127.0.0.1", "port": "0", "sslProfile": "made", "requireSsl": True,
+             "saslMechanisms": "ANONYMOUS"}, operation="CREATE", type=PREFIX + "listener",
+            name="secure")
+        assert status == 201, row
+        conn = BlockingConnection(f"amqps://127.0.0.1:{row['port']}",
+                                  ssl_domain=client_domain(pki.ca), timeout=10)
+        assert round_trip(conn) == Delivery.ACCEPTED
+        conn.close()
+
+        status, description, _ = client.request(operation="DELETE",
+                                                 type=PREFIX + "sslProfile", name="made")
+        assert (status, description) == (
+            400, "sslProfile 'made' is used by listener 'secure'; delete it first")
+        assert client.request(operation="DELETE", type=PREFIX + "listener",
+                              name="secure")[0] == 204
+        assert client.request(operation="DELETE", type=PREFIX + "sslProfile",
+                              name="made")[0] == 204
+        assert client.query("sslProfile", "name") == []
+    finally:
+        client.close()
+
+
+def test_a_connector_connects_again_with_its_updated_profile(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "renewed").mkdir()
+    renewed = make_pki(tmp_path / "renewed")
+    plain = "listener {\n    host: 127.0.0.1\n    port: 0\n}\n"
+    a = start_router(router_conf(profile(pki), router_id="A",
+                                 listener=tls_listener("    requireSsl: yes\n") + plain),
+                     name="A", listeners=2)
+    trusting = f"sslProfile {{\n    name: tls\n    caCertFile: {pki.ca}\n}}\n"
+    connector = (f"connector {{\n    name: to-a\n    host: localhost\n    port: {a.ports[0]}\n"
+                 "    sslProfile: tls\n}\n")
+    b = start_router(router_conf(trusting + connector, router_id="B"), name="B")
+    a_mgmt = Management(f"amqp://127.0.0.1:{a.ports[1]}")
+    b_mgmt = Management(b.url)
+    try:
+        def from_b() -> list[str]:
+            return [c["identity"] for c in a_mgmt.query("connection", "identity", "container",
+                                                         "isEncrypted")
+                    if c["container"] == "B" and c["isEncrypted"]]
+
+        wait_for(lambda: len(from_b()) == 1, what="B's connection over TLS")
+        [first] = from_b()
+        assert a_mgmt.request({"certFile": str(renewed.server_cert),
+                               "privateKeyFile": str(renewed.server_key)}, operation="UPDATE",
+                              type=PREFIX + "sslProfile", name="tls")[0] == 200
+        assert b_mgmt.request({"caCertFile": str(renewed.ca)}, operation="UPDATE",
+                              type=PREFIX + "sslProfile", name="tls")[0] == 200
+        assert from_b() == [first], "the open connection stays up"
+        assert a_mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
+                              type=PREFIX + "connection", identity=first)[0] == 200
+        # Trusting only the old CA, B could not verify A's new certificate.
+        wait_for(lambda: from_b() not in ([], [first]), timeout=15,
+                 what="B to connect again, trusting the new CA")
+    finally:
+        a_mgmt.close()
+        b_mgmt.close()
 
 
 def test_a_route_container_connection_over_tls(start_router: StartRouter, pki: Pki) -> None:
