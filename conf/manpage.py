@@ -134,7 +134,9 @@ A listener or connector of any role with \fBsslProfile\fR uses TLS.
 A listener also takes plain\-text clients on the same port unless \fBrequireSsl\fR is
 set; with \fBauthenticatePeer\fR and \fBEXTERNAL\fR in \fBsaslMechanisms\fR it asks
 every client for a certificate signed by the profile's \fBcaCertFile\fR, and the
-certificate's subject is the connection's user.
+certificate's subject is the connection's user; with the profile's \fBuidFormat\fR
+the user is the certificate fields it names joined by \fB;\fR, renamed by the JSON
+map of \fBuidNameMappingFile\fR when it lists them.
 A connector checks the server's certificate against \fBcaCertFile\fR (none: not
 checked) and, with \fBverifyHostname\fR, its DNS name against \fBhost\fR.
 Every profile is loaded at start\-up: a missing or unreadable file, a key that does

@@ -62,7 +62,7 @@ class Conn:
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
                  "opened",
                  "peer", "pn_conn", "settings", "sock", "ssl", "started", "tptr", "transport",
-                 "want_write")
+                 "user", "want_write")
 
     def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
                  transport: Transport, pn_conn: PnConnection, peer: str, now: float,
@@ -76,6 +76,9 @@ class Conn:
         self.transport = transport
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
+        #: Who the peer is, once it opened: the SASL user, or for EXTERNAL the
+        #: user its certificate makes with the profile's ``uidFormat``.
+        self.user: str | None = None
         #: What policy admitted this client connection to (None: not checked,
         #: or refused: then ``denied``).
         self.grant: Any = None

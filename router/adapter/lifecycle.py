@@ -41,6 +41,7 @@ from router.adapter.endpoints import (
 )
 from router.adapter.forwarder import Forwarder
 from router.adapter.pn import lib, to_str
+from router.adapter.tls import TlsProfile
 from router.core import (
     PRIORITIES,
     TALLY_KEYS,
@@ -105,6 +106,7 @@ class Lifecycle:
     links: dict[Any, InLink | OutLink | RoutedEnd]
     dirty: set[Conn]
     policy: Policy
+    tls_profiles: dict[str, TlsProfile]
 
     def __init__(self) -> None:
         # Links the router attached itself and the peer has not answered yet.
@@ -186,6 +188,7 @@ class Lifecycle:
         if conn is None:
             return
         conn.opened = True
+        conn.user = self._user_of(conn)
         core = conn.core
         core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
         pn_conn = conn.pn_conn
@@ -225,8 +228,21 @@ class Lifecycle:
                  "container_id=%s role=%s", core.conn_id,
                  "out" if conn.connector else "in", conn.peer,
                  "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
-                 t.user or "anonymous", core.container_id, core.role.value)
+                 conn.user or "anonymous", core.container_id, core.role.value)
         self.apply(self.router.connection_opened(core, self.clock()))
+
+    def _user_of(self, conn: Conn) -> str | None:
+        """The peer's user: with EXTERNAL over TLS and a listener profile
+        with ``uidFormat``, the one its certificate makes; else SASL's."""
+        t = conn.transport
+        if conn.ssl is not None and conn.connector is None and t.sasl().mech == "EXTERNAL":
+            section = conn.settings.section
+            profile = self.tls_profiles.get(section.ssl_profile) if section is not None \
+                else None
+            user = profile.user_of(conn.ssl) if profile is not None else None
+            if user is not None:
+                return user
+        return t.user  # type: ignore[no-any-return]
 
     def _admit(self, conn: Conn, cptr: Any) -> Denied | None:
         """Vhost policy for a client's OPEN, before the router's OPEN is sent:
@@ -234,14 +250,14 @@ class Lifecycle:
         t = conn.transport
         mech = t.sasl().mech
         grant = self.policy.open(hostname=to_str(lib.pn_connection_remote_hostname(cptr)),
-                                 user=t.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"),
-                                 authenticated=bool(t.authenticated and t.user
+                                 user=conn.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"),
+                                 authenticated=bool(t.authenticated and conn.user
                                                     and mech not in (None, "ANONYMOUS")),
                                  forced_vhost=conn.settings.policy_vhost)
         conn.grant = grant  # refused: its links are not served
         if isinstance(grant, Denied):
             policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer,
-                            t.user or "anonymous", grant.reason)
+                            conn.user or "anonymous", grant.reason)
             return grant
         self._granted(conn, grant)
         group = grant.group

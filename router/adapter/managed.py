@@ -66,7 +66,7 @@ class Connections(ReadOnly):
             transport = conn.transport
             sasl = transport.sasl()
             mech = sasl.mech if conn.opened else None
-            user = transport.user if conn.opened else None
+            user = conn.user if conn.opened else None
             container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
             encrypted = bool(conn.opened and lib.pn_transport_is_encrypted(conn.tptr))
             ssl = conn.ssl if encrypted else None

@@ -11,12 +11,13 @@ fallback to plain text (qdrouterd only logs those and carries on).
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
-from proton import SSLDomain, SSLException
+from proton import SSL, SSLDomain, SSLException
 
 import conf
 from router.adapter.pn import lib
@@ -82,11 +83,65 @@ def _readable(profile: conf.SslProfileSection, attribute: str, path: str | None)
                        f"{exc.strerror}") from None
 
 
+#: uidFormat letters: certificate subject fields, and fingerprints with
+#: their length in hex digits (qdrouterd's letters).
+_UID_FIELDS = {"c": SSL.CERT_COUNTRY_NAME, "s": SSL.CERT_STATE_OR_PROVINCE,
+               "l": SSL.CERT_CITY_OR_LOCALITY, "o": SSL.CERT_ORGANIZATION_NAME,
+               "u": SSL.CERT_ORGANIZATION_UNIT, "n": SSL.CERT_COMMON_NAME}
+_UID_DIGESTS = {"1": (SSL.SHA1, 40), "2": (SSL.SHA256, 64), "5": (SSL.SHA512, 128)}
+
+
+def certificate_uid(ssl: Any, uid_format: str) -> str | None:
+    """The user id ``uid_format`` makes of a peer's certificate: the fields
+    it names, in its order, joined by ``;``; absent fields are left out.
+    None when the peer sent no certificate (or it has none of them)."""
+    parts = []
+    for letter in uid_format:
+        field = _UID_FIELDS.get(letter)
+        if field is not None:
+            value = ssl.get_cert_subject_subfield(field)
+        else:
+            digest, length = _UID_DIGESTS[letter]
+            value = ssl.get_cert_fingerprint(length + 1, digest)
+        if value:
+            parts.append(value)
+    return ";".join(parts) or None
+
+
+def _uid_names(section: conf.SslProfileSection) -> Mapping[str, str]:
+    """``uidNameMappingFile``: a JSON map of user ids to the names used instead."""
+    path = section.uid_name_mapping_file
+    if path is None:
+        return {}
+    _readable(section, "uidNameMappingFile", path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            names = json.load(file)
+    except (OSError, ValueError) as exc:
+        raise TlsError(f"sslProfile {section.name!r}: uidNameMappingFile {path}: {exc}") from None
+    if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in names.items()):
+        raise TlsError(f"sslProfile {section.name!r}: uidNameMappingFile {path}: expected a "
+                       "JSON map of user ids to names (strings)")
+    return names
+
+
 @attrs.frozen
 class TlsProfile:
     """One ``sslProfile``, checked: its files are readable and its key loads."""
 
     section: conf.SslProfileSection
+    #: The names given to certificate user ids (``uidNameMappingFile``).
+    uid_names: Mapping[str, str] = attrs.field(factory=dict)
+
+    def user_of(self, ssl: Any) -> str | None:
+        """The user a client certificate stands for with ``uidFormat`` (and
+        the name mapping), else None: the SASL layer's user stands."""
+        uid_format = self.section.uid_format
+        if not uid_format:
+            return None
+        uid = certificate_uid(ssl, uid_format)
+        return None if uid is None else self.uid_names.get(uid, uid)
 
     @property
     def name(self) -> str:
@@ -170,5 +225,5 @@ def load_profiles(sections: Iterable[conf.SslProfileSection]) -> dict[str, TlsPr
         if section.private_key_file is not None and section.cert_file is None:
             raise TlsError(f"sslProfile {section.name!r}: privateKeyFile without certFile")
         _domain(section, SSLDomain.MODE_SERVER)  # raises if the key does not load
-        profiles[section.name or ""] = TlsProfile(section)
+        profiles[section.name or ""] = TlsProfile(section, _uid_names(section))
     return profiles

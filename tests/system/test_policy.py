@@ -351,3 +351,36 @@ connector {{
     assert "out.results" in service.opened
     hop.wait_log(r"POLICY \(info\) \[C\d+\] DENY link on connection '127\.0\.0\.1:\d+': "
                  r"target 'secrets' not allowed")
+
+
+def test_per_host_limit_and_remote_hosts(start_router: StartRouter) -> None:
+    conf = """\
+policy {
+    enableVhostPolicy: yes
+}
+vhost {
+    hostname: onehost
+    allowUnknownUser: yes
+    maxConnectionsPerHost: 1
+    groups: {"$default": {}}
+}
+vhost {
+    hostname: faraway
+    allowUnknownUser: yes
+    groups: {"$default": {"remoteHosts": "10.0.0.0/8, 192.0.2.1-192.0.2.9"}}
+}
+"""
+    hop = start_router(router_conf(conf))
+    first = BlockingConnection(hop.url, timeout=10, virtual_host="onehost")
+    with pytest.raises(ConnectionException, match="connection disallowed by local policy"):
+        BlockingConnection(hop.url, timeout=10, virtual_host="onehost")
+    hop.wait_log(r"DENY Connection '127\.0\.0\.1:\d+' user 'anonymous': host 127\.0\.0\.1 "
+                 r"has 1 connections")
+    with pytest.raises(ConnectionException,
+                       match=r"Condition\('amqp:resource-limit-exceeded', "
+                             r"'connection disallowed by local policy'\)"):
+        BlockingConnection(hop.url, timeout=10, virtual_host="faraway")
+    hop.wait_log(r"host 127\.0\.0\.1 not in remoteHosts of group '\$default'")
+    first.close()
+    again = BlockingConnection(hop.url, timeout=10, virtual_host="onehost")
+    again.close()

@@ -161,7 +161,8 @@ def test_vhosts_created_updated_and_deleted_through_management(
     open_to_all = '"allowDynamicSource": true, "allowAnonymousSender": true'
     policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
               "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
-              f'        "admins": {{"users": "alice@hop", "management": "write", {open_to_all}}},\n'
+              f'        "admins": {{"users": "alice@hop", "management": "write", '
+              f'"allowAdminStatusUpdate": false, {open_to_all}}},\n'
               f'        "$default": {{{open_to_all}}}\n    }}\n}}\n')
     listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
         "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
@@ -204,6 +205,11 @@ def test_vhosts_created_updated_and_deleted_through_management(
         assert "shop" not in [r["hostname"] for r in alice.query("vhostStats")]
         third = shop_client()  # the default vhost now
         third.create_sender("anywhere")
+        identity = alice.query("connection", "identity")[0]["identity"]
+        status, description, _ = alice.request(
+            {"adminStatus": "deleted"}, operation="UPDATE",
+            type="org.apache.qpid.dispatch.connection", identity=identity)
+        assert status == 403 and "allowAdminStatusUpdate" in description
         for conn in (first, second, third):
             conn.close()
     finally:

@@ -120,6 +120,47 @@ def test_mutual_tls_authenticates_the_client_by_its_certificate(
                            allowed_mechs="EXTERNAL", timeout=10)  # no certificate
 
 
+def test_uid_format_makes_the_user_of_a_client_certificate(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    names = tmp_path / "names.json"
+    names.write_text('{"Hop tests;app-client": "alice"}')
+    profiles = (profile(pki, "uid", extra="    uidFormat: on\n")
+                + profile(pki, "named", extra=f"    uidFormat: on\n"
+                                              f"    uidNameMappingFile: {names}\n"))
+    mutual = ("listener {{\n    host: 127.0.0.1\n    port: 0\n    sslProfile: {}\n"
+              "    requireSsl: yes\n    authenticatePeer: yes\n    saslMechanisms: EXTERNAL\n}}\n")
+    plain = "listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: ANONYMOUS\n}\n"
+    listeners = mutual.format("uid") + mutual.format("named") + plain
+    hop = start_router(router_conf(profiles, listener=listeners), listeners=3)
+    conns = [BlockingConnection(f"amqps://127.0.0.1:{port}",
+                                ssl_domain=client_domain(pki.ca, (pki.client_cert, pki.client_key)),
+                                allowed_mechs="EXTERNAL", timeout=10)
+             for port in hop.ports[:2]]
+    client = Management(f"amqp://127.0.0.1:{hop.ports[2]}")
+    try:
+        users = sorted(r["user"] for r in client.query("connection", "user", "sasl")
+                       if r["sasl"] == "EXTERNAL")
+    finally:
+        client.close()
+    assert users == ["Hop tests;app-client", "alice"], \
+        "organization;common name, and its mapped name"
+    hop.wait_log(r"Connection Opened: .* user=alice ")
+    for conn in conns:
+        conn.close()
+
+
+def test_a_bad_uid_name_mapping_file_stops_the_start(pki: Pki, tmp_path: Path) -> None:
+    names = tmp_path / "names.json"
+    names.write_text('["not", "a map"]')
+    conf_path = tmp_path / "hop.conf"
+    conf_path.write_text(router_conf(profile(pki, extra=f"    uidFormat: n\n"
+                                                        f"    uidNameMappingFile: {names}\n")))
+    done = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert f"sslProfile 'tls': uidNameMappingFile {names}: expected a JSON map" in done.stderr
+
+
 def test_routers_connect_over_tls_checking_the_name(start_router: StartRouter,
                                                     pki: Pki) -> None:
     tls = profile(pki)
