@@ -124,19 +124,27 @@ def test_a_connector_logs_in_with_its_user_and_password(start_router: StartRoute
     a.wait_log(r"Connection Opened: dir=in .* auth=yes user=router@hop .*role=inter-router")
 
 
-def test_only_authenticated_users_allowed_by_policy_change_the_router(
-        start_router: StartRouter, users: Users) -> None:
-    open_to_all = '"targets": "$management, work*", "allowDynamicSource": true'
+def policy_router(start_router: StartRouter, users: Users, everyone: str,
+                  admins: str = "") -> Hop:
+    """A router with vhost policy whose admins group (alice@hop) may write
+    through management; ``everyone`` is the settings both groups have."""
     policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
               "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
-              f'        "admins": {{"users": "alice@hop", "management": "write", {open_to_all}}},\n'
-              f'        "$default": {{{open_to_all}}}\n    }}\n}}\n')
+              f'        "admins": {{"users": "alice@hop", "management": "write", {admins}'
+              f'{everyone}}},\n'
+              f'        "$default": {{{everyone}}}\n    }}\n}}\n')
     listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
         "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
         "    saslMechanisms: PLAIN ANONYMOUS\n    authenticatePeer: no\n")
-    hop = start_router(router_with(users, listeners).replace(
+    return start_router(router_with(users, listeners).replace(
         "    saslConfigName: hop-test\n}\n", "    saslConfigName: hop-test\n}\n" + policy, 1),
         listeners=2)
+
+
+def test_only_authenticated_users_allowed_by_policy_change_the_router(
+        start_router: StartRouter, users: Users) -> None:
+    hop = policy_router(start_router, users,
+                        '"targets": "$management, work*", "allowDynamicSource": true')
     create = {"operation": "CREATE", "type": "org.apache.qpid.dispatch.router.config.address",
               "name": "made"}
     anonymous = Management(hop.url)
@@ -158,18 +166,9 @@ def test_only_authenticated_users_allowed_by_policy_change_the_router(
 
 def test_vhosts_created_updated_and_deleted_through_management(
         start_router: StartRouter, users: Users) -> None:
-    open_to_all = '"allowDynamicSource": true, "allowAnonymousSender": true'
-    policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
-              "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
-              f'        "admins": {{"users": "alice@hop", "management": "write", '
-              f'"allowAdminStatusUpdate": false, {open_to_all}}},\n'
-              f'        "$default": {{{open_to_all}}}\n    }}\n}}\n')
-    listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
-        "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
-        "    saslMechanisms: PLAIN ANONYMOUS\n    authenticatePeer: no\n")
-    hop = start_router(router_with(users, listeners).replace(
-        "    saslConfigName: hop-test\n}\n", "    saslConfigName: hop-test\n}\n" + policy, 1),
-        listeners=2)
+    hop = policy_router(start_router, users,
+                        '"allowDynamicSource": true, "allowAnonymousSender": true',
+                        admins='"allowAdminStatusUpdate": false, ')
     vhost = "org.apache.qpid.dispatch.vhost"
     alice = Management(hop.url, conn=login(hop.url, "alice@hop", PASSWORD,
                                            allow_insecure_mechs=True))

@@ -219,15 +219,22 @@ def test_the_right_password_loads_the_key(start_router: StartRouter, pki: Pki,
     conn.close()
 
 
-def test_sighup_rotates_the_certificates_for_new_connections(
-        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
-    (tmp_path / "renewed").mkdir()
-    renewed = make_pki(tmp_path / "renewed")
-    cert, key = tmp_path / "current.pem", tmp_path / "current-key.pem"
+def rotating_profile(pki: Pki, directory: Path) -> tuple[Pki, Path, Path, str]:
+    """A profile "tls" whose files are copies of ``pki``'s server certificate
+    and key, to be overwritten; and a renewal signed by another CA."""
+    (directory / "renewed").mkdir()
+    renewed = make_pki(directory / "renewed")
+    cert, key = directory / "current.pem", directory / "current-key.pem"
     cert.write_bytes(pki.server_cert.read_bytes())
     key.write_bytes(pki.server_key.read_bytes())
     tls = (f"sslProfile {{\n    name: tls\n    certFile: {cert}\n    privateKeyFile: {key}\n"
            "}\n")
+    return renewed, cert, key, tls
+
+
+def test_sighup_rotates_the_certificates_for_new_connections(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    renewed, cert, key, tls = rotating_profile(pki, tmp_path)
     hop = start_router(router_conf(tls, listener=tls_listener("    requireSsl: yes\n")))
     before = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
     # A renewal signed by another CA; a broken file first: the old ones stay.
@@ -289,13 +296,7 @@ def test_a_management_update_rotates_the_certificates_for_new_connections(
 
 def test_an_update_with_no_attributes_reads_the_files_again_in_place(
         start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
-    (tmp_path / "renewed").mkdir()
-    renewed = make_pki(tmp_path / "renewed")
-    cert, key = tmp_path / "current.pem", tmp_path / "current-key.pem"
-    cert.write_bytes(pki.server_cert.read_bytes())
-    key.write_bytes(pki.server_key.read_bytes())
-    tls = (f"sslProfile {{\n    name: tls\n    certFile: {cert}\n    privateKeyFile: {key}\n"
-           "}\n")
+    renewed, cert, key, tls = rotating_profile(pki, tmp_path)
     hop = start_router(router_conf(tls, listener=tls_listener()))
     cert.write_bytes(renewed.server_cert.read_bytes())
     key.write_bytes(renewed.server_key.read_bytes())
