@@ -1,0 +1,400 @@
+"""The AMQP side of the data source: a receiver in a thread, a sender in the task.
+
+Both are proton clients of the router. :class:`Inbox` keeps a receiver in
+a thread of its own, so that messages keep arriving between Spark's calls;
+every proton object stays in that thread and other threads hand it work
+through an event injector. :class:`Outbox` sends one Spark partition from
+the task's own thread and returns only when the router has accepted every
+message.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from proton import Delivery, Endpoint, Message, Terminus
+from proton.handlers import MessagingHandler
+from proton.reactor import ApplicationEvent, Container, EventInjector, LinkOption
+
+from spark.errors import AmqpConnectError, AmqpDeliveryError
+from spark.ledger import Record, Token
+from spark.options import Endpoint as Where
+
+log = logging.getLogger(__name__)
+
+_OUTCOMES = {Delivery.REJECTED: "rejected", Delivery.RELEASED: "released",
+             Delivery.MODIFIED: "modified"}
+
+
+def _condition(obj: Any) -> str:
+    cond = getattr(obj, "condition", None) or getattr(obj, "remote_condition", None)
+    if cond is None:
+        return ""
+    return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
+
+
+def _connect(container: Container, where: Where) -> Any:
+    kwargs: dict[str, Any] = {"reconnect": False}
+    if where.user:
+        kwargs.update(user=where.user, password=where.password or "",
+                      allowed_mechs="PLAIN", allow_insecure_mechs=True)
+    return container.connect(where.url, **kwargs)
+
+
+class _DurableSource(LinkOption):  # type: ignore[misc]
+    """A source terminus that outlives the link: durable, never expiring."""
+
+    def apply(self, link: Any) -> None:
+        link.source.durability = Terminus.DELIVERIES
+        link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        link.target.durability = Terminus.DELIVERIES
+        link.target.expiry_policy = Terminus.EXPIRE_NEVER
+
+    def test(self, link: Any) -> bool:
+        return bool(link.is_receiver)
+
+
+class _Receiving(MessagingHandler):  # type: ignore[misc]
+    def __init__(self, inbox: Inbox) -> None:
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        self.inbox = inbox
+
+    def on_start(self, event: Any) -> None:
+        inbox = self.inbox
+        conn = _connect(event.container, inbox.where)
+        options = [_DurableSource()] if inbox.durable else None
+        inbox.link = event.container.create_receiver(
+            conn, inbox.where.address, name=inbox.name, options=options)
+        inbox.link.flow(inbox.initial_credit)
+
+    def on_link_opened(self, event: Any) -> None:
+        source = event.link.remote_source
+        if source is None or (source.address is None and not source.dynamic):
+            return  # a refusal comes next, with a detach
+        self.inbox.ready.set()
+
+    def on_delivery(self, event: Any) -> None:
+        dlv = event.delivery
+        link = event.link
+        if dlv.aborted:
+            dlv.settle()
+            link.flow(1)
+            return
+        if not dlv.readable or dlv.partial:
+            return
+        data = link.recv(dlv.pending)
+        link.advance()
+        self.inbox.arrived(dlv, data, event.link.remote_source.address)
+
+    def on_hop_ops(self, event: Any) -> None:
+        self.inbox.run_ops()
+
+    def _failed(self, what: str) -> None:
+        self.inbox.fail(what)
+
+    def on_link_error(self, event: Any) -> None:
+        self._failed(f"the router refused or closed the link to {self.inbox.where.address!r}"
+                     f" ({_condition(event.link.remote_condition and event.link)})")
+
+    def on_link_closed(self, event: Any) -> None:
+        if not self.inbox.closing:
+            self._failed(f"the router closed the link to {self.inbox.where.address!r}")
+
+    def on_connection_error(self, event: Any) -> None:
+        self._failed(f"the router closed the connection "
+                     f"({_condition(event.connection.remote_condition and event.connection)})")
+
+    def on_transport_error(self, event: Any) -> None:
+        self._failed(f"cannot reach the router at {self.inbox.where.url} "
+                     f"({_condition(event.transport)})")
+
+    def on_connection_opened(self, event: Any) -> None:
+        self.inbox.opened = True
+
+    def on_disconnected(self, event: Any) -> None:
+        if self.inbox.closing:
+            return
+        why = _condition(event.transport)
+        if not self.inbox.opened:
+            self._failed(f"cannot reach the router at {self.inbox.where.url} ({why})")
+        else:
+            self._failed(f"lost the connection to the router at {self.inbox.where.url}"
+                         + (f" ({why})" if why else ""))
+
+
+class Inbox:
+    """A receiver with manual acceptance and bounded credit, in a thread of its own.
+
+    At most ``credit`` messages are held unaccepted: credit is given back
+    only as messages are settled, or as the owner calls :meth:`flow`.
+    """
+
+    def __init__(self, where: Where, *, credit: int, durable: bool = False,
+                 name: str | None = None) -> None:
+        self.where = where
+        self.initial_credit = credit
+        self.durable = durable
+        self.name = name
+        self.link: Any = None
+        self.ready = threading.Event()
+        self.closing = False
+        self.opened = False
+        self.failure: str | None = None
+        self._cond = threading.Condition()
+        self._arrived: list[Record] = []
+        self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._injector = EventInjector()
+        self._container = Container(_Receiving(self))
+        self._container.selectable(self._injector)
+        self._thread = threading.Thread(target=self._run, name="amqp-inbox", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._container.run()
+        except Exception as exc:  # a bug in a handler: report it to the caller
+            log.exception("the AMQP receiver thread stopped")
+            self.fail(f"the AMQP receiver stopped: {exc!r}")
+
+    def start(self) -> Inbox:
+        self._thread.start()
+        deadline = time.monotonic() + self.where.connect_timeout_s
+        while not self.ready.wait(0.05):
+            if self.failure is not None:
+                self.close()
+                raise AmqpConnectError(self.failure)
+            if time.monotonic() > deadline:
+                self.close()
+                raise AmqpConnectError(
+                    f"cannot reach the router at {self.where.url}: no link to "
+                    f"{self.where.address!r} within {self.where.connect_timeout_s:g} s")
+        return self
+
+    # -- in the receiver thread ---------------------------------------------------
+
+    def arrived(self, delivery: Delivery, data: bytes, address: str | None) -> None:
+        record = Record(data=data, address=address or self.where.address,
+                        received_at_s=time.time(), message_id=None, token=delivery)
+        with self._cond:
+            self._arrived.append(record)
+            self._cond.notify_all()
+
+    def fail(self, what: str) -> None:
+        with self._cond:
+            if self.failure is None:
+                self.failure = what
+            self._cond.notify_all()
+
+    def run_ops(self) -> None:
+        while True:
+            try:
+                op = self._ops.get_nowait()
+            except queue.Empty:
+                return
+            op()
+
+    # -- from any thread ----------------------------------------------------------
+
+    def _submit(self, op: Callable[[], None]) -> None:
+        self._ops.put(op)
+        self._injector.trigger(ApplicationEvent("hop_ops"))
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise AmqpDeliveryError(self.failure)
+
+    def take(self) -> list[Record]:
+        """The messages that arrived since the last call."""
+        with self._cond:
+            out, self._arrived = self._arrived, []
+        return out
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait until a message arrives (True) or ``timeout_s`` passes (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: bool(self._arrived) or self.failure is not None,
+                                       timeout_s)
+
+    def settle(self, accept: list[Token], release: list[Token] | None = None, *,
+               replenish: bool = True) -> None:
+        """Accept and release deliveries, and (unless told not to) give the credit back."""
+        release = release or []
+        if not accept and not release:
+            return
+        done = threading.Event()
+
+        def op() -> None:
+            try:
+                for token in accept:
+                    assert isinstance(token, Delivery)
+                    token.update(Delivery.ACCEPTED)
+                    token.settle()
+                for token in release:
+                    assert isinstance(token, Delivery)
+                    token.update(Delivery.RELEASED)
+                    token.settle()
+                if replenish and self.link is not None and not self.closing:
+                    self.link.flow(len(accept) + len(release))
+            finally:
+                done.set()
+        self._submit(op)
+        done.wait(self.where.connect_timeout_s)
+
+    def flow(self, credit: int) -> None:
+        def op() -> None:
+            if self.link is not None and not self.closing:
+                self.link.flow(credit)
+        self._submit(op)
+
+    def close(self, release: list[Token] | None = None) -> None:
+        """Release what is given, close the connection and stop the thread."""
+        release = release or []
+
+        def op() -> None:
+            for token in release:
+                assert isinstance(token, Delivery)
+                token.update(Delivery.RELEASED)
+                token.settle()
+            self.closing = True
+            if self.link is not None:
+                self.link.connection.close()
+            self._injector.close()
+        if not self._thread.is_alive():
+            return
+        self._submit(op)
+        self._thread.join(self.where.connect_timeout_s)
+
+
+class _Sending(MessagingHandler):  # type: ignore[misc]
+    def __init__(self, outbox: Outbox) -> None:
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
+        self.box = outbox
+
+    def on_start(self, event: Any) -> None:
+        box = self.box
+        self.conn = _connect(event.container, box.where)
+        self.sender = event.container.create_sender(self.conn, box.target)
+        box.last_progress = time.monotonic()
+        event.container.schedule(1.0, self)
+
+    def on_timer_task(self, event: Any) -> None:
+        box = self.box
+        if box.done:
+            return
+        if time.monotonic() - box.last_progress > box.send_timeout_s:
+            why = ("no credit" if self.sender.credit == 0 else "no outcome") + \
+                f" from the router for {box.send_timeout_s:g} s"
+            where = f"address {box.target!r}" if box.target else "the anonymous sender"
+            self._fail(f"{why} on {where}: does the address have a consumer?")
+            return
+        event.container.schedule(1.0, self)
+
+    def on_sendable(self, event: Any) -> None:
+        self._pump()
+
+    def _pump(self) -> None:
+        box = self.box
+        sender = self.sender
+        while not box.exhausted and sender.credit > 0 and len(box.unsettled) < box.window:
+            try:
+                msg = next(box.messages)
+            except StopIteration:
+                box.exhausted = True
+                break
+            dlv = sender.send(msg)
+            box.unsettled[dlv] = msg.id
+            box.sent += 1
+        self._maybe_done()
+
+    def _maybe_done(self) -> None:
+        box = self.box
+        if box.exhausted and not box.unsettled and not box.done:
+            box.done = True
+            self.conn.close()
+
+    def on_accepted(self, event: Any) -> None:
+        box = self.box
+        box.unsettled.pop(event.delivery, None)
+        box.accepted += 1
+        box.last_progress = time.monotonic()
+        self._pump()
+
+    def _outcome(self, event: Any) -> None:
+        box = self.box
+        dlv = event.delivery
+        message_id = box.unsettled.pop(dlv, None)
+        outcome = _OUTCOMES.get(dlv.remote_state, str(dlv.remote_state))
+        cond = dlv.remote.condition
+        detail = f" ({cond.name}: {cond.description})" if cond is not None else ""
+        self._fail(f"message {message_id} was {outcome}{detail}; the task fails so that "
+                   "Spark runs it again")
+
+    on_rejected = on_released = _outcome  # proton reports MODIFIED as released
+
+    def _fail(self, what: str) -> None:
+        box = self.box
+        if box.failure is None and not box.done:
+            box.failure = what
+        box.done = True
+        if self.conn.state & Endpoint.LOCAL_ACTIVE:
+            self.conn.close()
+
+    def on_link_error(self, event: Any) -> None:
+        self._fail(f"the router refused or closed the link "
+                   f"({_condition(event.link.remote_condition and event.link)})")
+
+    def on_connection_error(self, event: Any) -> None:
+        self._fail(f"the router closed the connection "
+                   f"({_condition(event.connection.remote_condition and event.connection)})")
+
+    def on_transport_error(self, event: Any) -> None:
+        if not self.box.done:
+            self._fail(f"cannot reach the router at {self.box.where.url} "
+                       f"({_condition(event.transport)})")
+
+    def on_connection_opened(self, event: Any) -> None:
+        self.box.opened = True
+
+    def on_disconnected(self, event: Any) -> None:
+        box = self.box
+        if box.done:
+            return
+        why = _condition(event.transport)
+        if not box.opened:
+            self._fail(f"cannot reach the router at {box.where.url} ({why})")
+        else:
+            self._fail(f"lost the connection to the router at {box.where.url} with "
+                       f"{len(box.unsettled)} message(s) unsettled" + (f" ({why})" if why else ""))
+
+
+class Outbox:
+    """Send messages unsettled, at most ``window`` in flight, until all are accepted."""
+
+    def __init__(self, where: Where, messages: Iterator[Message], *, target: str | None,
+                 window: int, send_timeout_s: float) -> None:
+        self.where = where
+        self.messages = messages
+        self.target = target
+        self.window = window
+        self.send_timeout_s = send_timeout_s
+        self.unsettled: dict[Delivery, Any] = {}
+        self.exhausted = False
+        self.done = False
+        self.failure: str | None = None
+        self.opened = False
+        self.sent = 0
+        self.accepted = 0
+        self.last_progress = time.monotonic()
+
+    def run(self) -> int:
+        """Send everything; the number accepted. Raises when any was not accepted."""
+        Container(_Sending(self)).run()
+        if self.failure is not None:
+            if not self.opened:
+                raise AmqpConnectError(self.failure)
+            raise AmqpDeliveryError(self.failure)
+        return self.accepted

@@ -1,0 +1,229 @@
+"""DataFrame rows to AMQP messages and back.
+
+Writing: each row is one message. Its ``body`` column is the body (a string
+is an AMQP string, binary is a data section, a struct or map is an AMQP map,
+an array an AMQP list); ``subject``, ``message_id``, ``priority`` and ``to``
+fill the message's fields, ``properties`` the others of its properties
+section (keys such as ``content_type`` or ``correlation-id``) and
+``application_properties`` its application properties.
+
+Reading: each message is one row of :data:`READ_SCHEMA`. ``body`` is bytes:
+a data section as it came, a string in UTF-8, any other value as JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from proton import Message, symbol, timestamp
+
+from spark.errors import AmqpSchemaError
+
+READ_SCHEMA = ("body binary, properties map<string,string>, "
+               "application_properties map<string,string>, "
+               "annotations map<string,string>, address string, received_at timestamp")
+
+WRITE_COLUMNS = ("body", "subject", "properties", "application_properties", "message_id",
+                 "priority", "to")
+
+# Keys of the ``properties`` column and the proton Message attribute each sets.
+_PROPERTY_FIELDS = {
+    "message_id": "id", "user_id": "user_id", "to": "address", "subject": "subject",
+    "reply_to": "reply_to", "correlation_id": "correlation_id",
+    "content_type": "content_type", "content_encoding": "content_encoding",
+    "absolute_expiry_time": "expiry_time", "creation_time": "creation_time",
+    "group_id": "group_id", "group_sequence": "group_sequence",
+    "reply_to_group_id": "reply_to_group_id",
+}
+_TIME_FIELDS = ("absolute_expiry_time", "creation_time")
+_SYMBOL_FIELDS = ("content_type", "content_encoding")
+_INT_FIELDS = ("group_sequence",)
+
+
+def check_write_columns(names: Iterable[str]) -> None:
+    """Refuse a DataFrame whose columns are not message fields, naming them."""
+    names = list(names)
+    unknown = [n for n in names if n not in WRITE_COLUMNS]
+    if unknown:
+        raise AmqpSchemaError(
+            f"column(s) {', '.join(map(repr, unknown))} are not message fields; the amqp "
+            f"data source writes the columns {', '.join(WRITE_COLUMNS)}")
+    if "body" not in names:
+        raise AmqpSchemaError("the DataFrame has no 'body' column: each row's body is "
+                              "the message body")
+
+
+def _plain(value: Any) -> Any:
+    """A Spark value as an AMQP-encodable Python value (structs become maps)."""
+    if value is None or isinstance(value, str | bool | int | float | bytes):
+        return value
+    if isinstance(value, bytearray):
+        return bytes(value)
+    as_dict = getattr(value, "asDict", None)
+    if as_dict is not None:  # a Row (struct)
+        return {k: _plain(v) for k, v in as_dict(recursive=False).items()}
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, str) else str(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()
+        return timestamp(int(value.timestamp() * 1000))
+    if isinstance(value, dt.date | Decimal):
+        return str(value)
+    raise AmqpSchemaError(f"cannot send a value of type {type(value).__name__} in a message")
+
+
+def _field_key(key: str) -> str:
+    return key.replace("-", "_").lower()
+
+
+def message_of(row: Mapping[str, Any], default_id: str, address: str | None,
+               anonymous: bool) -> Message:
+    """The message for one row; ``default_id`` unless the row has a message_id."""
+    body = row.get("body")
+    msg = Message(body=_plain(body))
+    if isinstance(body, bytes | bytearray):
+        msg.inferred = True  # a data section, not an AMQP binary value
+    props = row.get("properties")
+    if props:
+        for key, value in props.items():
+            if value is None:
+                continue
+            field = _PROPERTY_FIELDS.get(_field_key(key))
+            if field is None:
+                raise AmqpSchemaError(
+                    f"properties key {key!r} is not a field of the AMQP properties section; "
+                    f"use one of {', '.join(sorted(_PROPERTY_FIELDS))}, or put it in "
+                    "application_properties")
+            if _field_key(key) in _TIME_FIELDS:
+                value = _timestamp_s(value)
+            elif _field_key(key) in _INT_FIELDS:
+                value = int(value)
+            elif field == "user_id":
+                value = value.encode() if isinstance(value, str) else value
+            setattr(msg, field, value)
+    if row.get("subject") is not None:
+        msg.subject = row["subject"]
+    app = row.get("application_properties")
+    if app:
+        msg.properties = {str(k): _plain(v) for k, v in app.items()}
+    if row.get("priority") is not None:
+        msg.priority = int(row["priority"])
+    message_id = row.get("message_id")
+    msg.id = message_id if message_id is not None else (msg.id or default_id)
+    to = row.get("to") or address
+    if anonymous:
+        if not to:
+            raise AmqpSchemaError(f"message {msg.id}: its 'to' is empty and no option "
+                                  "'address' was given")
+        msg.address = to
+    return msg
+
+
+def _timestamp_s(value: Any) -> float:
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return dt.datetime.fromisoformat(str(value)).timestamp()
+
+
+# ----------------------------------------------------------------------------
+# Reading
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, uuid.UUID | Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, symbol):
+        return str(value)
+    return value
+
+
+def body_bytes(body: Any) -> bytes | None:
+    """A message body as the bytes of the ``body`` column."""
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, memoryview | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return json.dumps(_jsonable(body), default=_json_default,
+                      separators=(",", ":")).encode("utf-8")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        return json.dumps(_jsonable(value), default=_json_default)
+    return str(value)
+
+
+def _properties(msg: Message) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, field in _PROPERTY_FIELDS.items():
+        value = getattr(msg, field)
+        if value is None or value == "" or value == b"" or (
+                field in ("expiry_time", "creation_time", "group_sequence") and not value):
+            continue
+        if field in _SYMBOL_FIELDS and value == "None":
+            continue  # proton reads an absent symbol field as symbol('None')
+        if key in _TIME_FIELDS:
+            out[key] = dt.datetime.fromtimestamp(float(value), dt.UTC).isoformat()
+        else:
+            out[key] = _text(value)
+    return out
+
+
+def _string_map(values: Mapping[Any, Any] | None) -> dict[str, str]:
+    if not values:
+        return {}
+    return {_text(k): _text(v) for k, v in values.items() if v is not None}
+
+
+Row = tuple[bytes | None, dict[str, str], dict[str, str], dict[str, str], str | None,
+            dt.datetime]
+
+
+def row_of(data: bytes, address: str | None, received_at_s: float) -> Row:
+    """The row of :data:`READ_SCHEMA` for one encoded message."""
+    msg = Message()
+    msg.decode(data)
+    return (body_bytes(msg.body), _properties(msg), _string_map(msg.properties),
+            _string_map(msg.annotations), msg.address or address,
+            dt.datetime.fromtimestamp(received_at_s, dt.UTC))
+
+
+def message_id_of(data: bytes) -> str | None:
+    """The message-id of an encoded message as text, or None when it has none."""
+    msg = Message()
+    msg.decode(data)
+    return None if msg.id is None else _text(msg.id)
+
+
+RowOf = Callable[[bytes, str | None, float], Row]

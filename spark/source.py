@@ -1,0 +1,290 @@
+"""The ``amqp`` PySpark data source: router addresses as tables and streams.
+
+Register it once per session, then use it by name::
+
+    from spark import AmqpDataSource
+    spark.dataSource.register(AmqpDataSource)
+    spark.readStream.format("amqp").option("address", "events").load()
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from spark.client import Inbox, Outbox
+from spark.codec import READ_SCHEMA, Row, check_write_columns, message_id_of, message_of, row_of
+from spark.errors import AmqpOptionError
+from spark.ledger import Journal, Ledger, Settle, journal_directory
+from spark.options import ReadSettings, WriteSettings, read_settings, write_settings
+
+log = logging.getLogger(__name__)
+
+# Rows of one streaming batch go to the executors in partitions of at most this many.
+ROWS_PER_PARTITION = 20_000
+
+
+class AmqpDataSource(DataSource):
+    """Messages of a router address, read as rows and written from rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "amqp"
+
+    def schema(self) -> str:
+        return READ_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(read_settings(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(read_settings(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        settings, anonymous = self._write_settings(schema, overwrite)
+        return BatchWriter(settings, anonymous, write_id=settings.write_id or uuid.uuid4().hex)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(*self._write_settings(schema, overwrite))
+
+    def _write_settings(self, schema: StructType, overwrite: bool) -> tuple[WriteSettings, bool]:
+        """The settings, and whether to send on an anonymous link (a ``to`` column)."""
+        if overwrite:
+            raise AmqpOptionError("the amqp data source only appends: messages sent cannot "
+                                  "be taken back; use mode('append')")
+        check_write_columns(schema.fieldNames())
+        has_to = "to" in schema.fieldNames()
+        settings = write_settings(self.options, has_to_column=has_to)
+        return settings, has_to or settings.endpoint.address is None
+
+
+# ----------------------------------------------------------------------------
+# Writing
+
+
+class _Written(WriterCommitMessage):
+    def __init__(self, partition: int, accepted: int) -> None:
+        self.partition = partition
+        self.accepted = accepted
+
+
+def _send_partition(settings: WriteSettings, anonymous: bool, rows: Iterator[Any],
+                    prefix: str) -> _Written:
+    """Send one partition's rows; return when every message was accepted."""
+    ctx = TaskContext.get()
+    partition = ctx.partitionId() if ctx is not None else 0
+    where = settings.endpoint
+
+    def messages() -> Iterator[Any]:
+        for index, row in enumerate(rows):
+            yield message_of(row.asDict(recursive=False), f"{prefix}:{partition}:{index}",
+                             where.address, anonymous)
+    outbox = Outbox(where, messages(), target=None if anonymous else where.address,
+                    window=settings.credit, send_timeout_s=settings.send_timeout_s)
+    return _Written(partition, outbox.run())
+
+
+class BatchWriter(DataSourceWriter):
+    """``df.write.format("amqp")``: one sender per partition.
+
+    Message ids are ``WRITEID:PARTITION:ROW``; a task that Spark runs again
+    sends the same ids, so consumers can drop the copies.
+    """
+
+    def __init__(self, settings: WriteSettings, anonymous: bool, write_id: str) -> None:
+        self.settings = settings
+        self.anonymous = anonymous
+        self.write_id = write_id
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _send_partition(self.settings, self.anonymous, iterator, self.write_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.accepted for m in messages if isinstance(m, _Written))
+        log.info("amqp: %d message(s) accepted on %s", total, self.settings.endpoint.address)
+
+
+class StreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("amqp")``: message ids ``QUERYID:BATCH:PARTITION:ROW``."""
+
+    def __init__(self, settings: WriteSettings, anonymous: bool) -> None:
+        self.settings = settings
+        self.anonymous = anonymous
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        ctx = TaskContext.get()
+        query = batch = None
+        if ctx is not None:
+            query = ctx.getLocalProperty("sql.streaming.queryId")
+            batch = ctx.getLocalProperty("streaming.sql.batchId")
+        prefix = f"{query or self.settings.write_id or 'query'}:{batch or 0}"
+        return _send_partition(self.settings, self.anonymous, iterator, prefix)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("amqp: batch %d aborted; Spark sends it again with the same message ids",
+                    batchId)
+
+
+# ----------------------------------------------------------------------------
+# Reading
+
+
+class _Rows(InputPartition):
+    """Rows already received on the driver, carried to an executor."""
+
+    def __init__(self, records: list[tuple[bytes, str | None, float]]) -> None:
+        super().__init__(len(records))
+        self.records = records
+
+
+class StreamReader(DataSourceStreamReader):
+    """``spark.readStream.format("amqp")``: at least once, accepted on commit."""
+
+    def __init__(self, settings: ReadSettings) -> None:
+        self.settings = settings
+        self._inbox: Inbox | None = None
+        self._ledger: Ledger | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "_inbox": None, "_ledger": None}
+
+    def _started(self) -> tuple[Inbox, Ledger]:
+        if self._inbox is None or self._ledger is None:
+            s = self.settings
+            journal = None
+            if s.checkpoint_location:
+                assert s.endpoint.address is not None
+                journal = Journal(journal_directory(s.checkpoint_location, s.endpoint.address))
+            self._ledger = Ledger(journal, deduplicate=s.deduplicate)
+            name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
+            self._inbox = Inbox(s.endpoint, credit=s.credit, durable=s.durable,
+                                name=name).start()
+        return self._inbox, self._ledger
+
+    def _absorb(self, inbox: Inbox, ledger: Ledger) -> None:
+        inbox.check()
+        settle = Settle()
+        for record in inbox.take():
+            record.message_id = message_id_of(record.data) if ledger.deduplicate else None
+            got = ledger.received(record)
+            settle.accept.extend(got.accept)
+        inbox.settle(settle.accept)
+
+    def initialOffset(self) -> dict[str, int]:
+        self._started()
+        return {"seq": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.settings.max_messages_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        """Plan the next batch from ``start``; what comes before ``start`` is committed.
+
+        Spark asks for the offsets after a batch only once that batch is in its
+        commit log, while it calls :meth:`commit` only when a later batch has
+        data: so the messages of a batch are accepted here, and a producer
+        waiting for its outcome is not held until more messages come.
+        """
+        inbox, ledger = self._started()
+        begin = int(start["seq"])
+        inbox.settle(ledger.commit(begin).accept)
+        self._absorb(inbox, ledger)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end, settle = ledger.plan(begin, max_rows)
+        inbox.settle(settle.accept, settle.release)
+        return {"seq": end}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        inbox, ledger = self._started()
+        records, settle = ledger.records(int(start["seq"]), int(end["seq"]))
+        inbox.settle(settle.accept, settle.release)
+        rows = [(r.data, r.address, r.received_at_s) for r in records]
+        if len(rows) != int(end["seq"]) - int(start["seq"]):
+            log.warning("amqp: batch [%s, %s) has %d of its messages: the others were not "
+                        "journaled (no checkpointLocation option) and come again from the "
+                        "router", start["seq"], end["seq"], len(rows))
+        return [_Rows(rows[i:i + ROWS_PER_PARTITION])
+                for i in range(0, len(rows), ROWS_PER_PARTITION)]
+
+    def read(self, partition: InputPartition) -> Iterator[Row]:
+        assert isinstance(partition, _Rows)
+        for data, address, received_at_s in partition.records:
+            yield row_of(data, address, received_at_s)
+
+    def commit(self, end: dict[str, int]) -> None:
+        inbox, ledger = self._started()
+        inbox.settle(ledger.commit(int(end["seq"])).accept)
+
+    def stop(self) -> None:
+        if self._inbox is not None and self._ledger is not None:
+            self._inbox.close(self._ledger.release_all().release)
+        self._inbox = None
+
+
+class BatchReader(DataSourceReader):
+    """``spark.read.format("amqp")``: up to maxMessages, or until idleTimeout passes idle.
+
+    Messages are accepted as Spark takes their rows (a batch job has no later
+    commit to wait for, and the router lets a producer have only so many
+    messages unsettled); a task that fails releases the messages whose rows
+    it had not handed over, and the router gives them to another consumer.
+    """
+
+    def __init__(self, settings: ReadSettings) -> None:
+        self.settings = settings
+
+    def read(self, partition: InputPartition) -> Iterator[Row]:
+        s = self.settings
+        limit = s.max_messages
+        granted = s.credit if limit is None else min(s.credit, limit)
+        inbox = Inbox(s.endpoint, credit=granted, durable=s.durable,
+                      name=s.subscription).start()
+        taken: list[Any] = []  # handed to Spark, to accept
+        count = 0
+        try:
+            idle_since = time.monotonic()
+            while limit is None or count < limit:
+                if taken:
+                    inbox.settle(taken, replenish=False)
+                    more = len(taken) if limit is None else min(len(taken), limit - granted)
+                    if more > 0:
+                        inbox.flow(more)
+                        granted += more
+                    taken = []
+                records = inbox.take()
+                if not records:
+                    inbox.check()
+                    remaining = s.idle_timeout_s - (time.monotonic() - idle_since)
+                    if remaining <= 0 or not inbox.wait(remaining):
+                        break
+                    continue
+                idle_since = time.monotonic()
+                for record in records:
+                    yield row_of(record.data, record.address, record.received_at_s)
+                    taken.append(record.token)
+                    count += 1
+            inbox.settle(taken, replenish=False)
+            taken = []
+        finally:
+            late = [r.token for r in inbox.take()]
+            inbox.close(taken + late)

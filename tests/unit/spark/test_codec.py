@@ -1,0 +1,100 @@
+"""Rows to messages and messages to rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from proton import Message
+
+from spark.codec import (
+    body_bytes,
+    check_write_columns,
+    message_id_of,
+    message_of,
+    row_of,
+)
+from spark.errors import AmqpSchemaError
+
+
+class FakeRow:
+    """What pyspark gives for a struct: a Row with asDict."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def asDict(self, recursive: bool = False) -> dict[str, Any]:
+        return dict(self.fields)
+
+
+def roundtrip(msg: Message) -> Message:
+    out = Message()
+    out.decode(msg.encode())
+    return out
+
+
+def test_each_body_type_becomes_its_amqp_section() -> None:
+    text = roundtrip(message_of({"body": "hi"}, "id-1", "a", anonymous=False))
+    assert text.body == "hi" and text.id == "id-1" and text.address is None
+    data = message_of({"body": bytearray(b"\x00\x01")}, "id-2", "a", anonymous=False)
+    assert data.inferred and roundtrip(data).body == b"\x00\x01"
+    struct = roundtrip(message_of({"body": FakeRow(k="x", n=2, inner=FakeRow(z=1.5))},
+                                  "id-3", "a", anonymous=False))
+    assert struct.body == {"k": "x", "n": 2, "inner": {"z": 1.5}}
+    listed = roundtrip(message_of({"body": [1, 2]}, "id-4", "a", anonymous=False))
+    assert listed.body == [1, 2]
+
+
+def test_fields_properties_and_application_properties() -> None:
+    row = {"body": "b", "subject": "s", "priority": 7, "message_id": "mine",
+           "properties": {"content_type": "text/plain", "correlation-id": "c1",
+                          "reply_to": "replies", "group_sequence": "3"},
+           "application_properties": {"n": 1, "t": "x"}}
+    msg = roundtrip(message_of(row, "default", "a", anonymous=False))
+    assert (msg.subject, msg.priority, msg.id) == ("s", 7, "mine")
+    assert (msg.content_type, msg.correlation_id, msg.reply_to, msg.group_sequence) \
+        == ("text/plain", "c1", "replies", 3)
+    assert msg.properties == {"n": 1, "t": "x"}
+
+
+def test_a_to_column_addresses_each_message_of_an_anonymous_sender() -> None:
+    assert message_of({"body": 1, "to": "q1"}, "i", "default", anonymous=True).address == "q1"
+    assert message_of({"body": 1, "to": None}, "i", "default", anonymous=True).address \
+        == "default"
+    with pytest.raises(AmqpSchemaError, match="its 'to' is empty"):
+        message_of({"body": 1}, "i", None, anonymous=True)
+
+
+def test_unknown_columns_and_property_keys_are_refused_by_name() -> None:
+    check_write_columns(["body", "subject", "to"])
+    with pytest.raises(AmqpSchemaError, match="'colour' are not message fields"):
+        check_write_columns(["body", "colour"])
+    with pytest.raises(AmqpSchemaError, match="no 'body' column"):
+        check_write_columns(["subject"])
+    with pytest.raises(AmqpSchemaError, match="'flavour' is not a field"):
+        message_of({"body": 1, "properties": {"flavour": "x"}}, "i", "a", anonymous=False)
+
+
+def test_a_message_becomes_a_row() -> None:
+    msg = Message(body={"k": "a", "n": 2}, id="m-1", subject="s", address="to-here",
+                  properties={"p": 1}, annotations={"x-opt-a": "b"})
+    body, props, app, ann, address, received_at = row_of(msg.encode(), "link-address",
+                                                          1_700_000_000.5)
+    assert json.loads(body or b"") == {"k": "a", "n": 2}
+    assert props == {"message_id": "m-1", "to": "to-here", "subject": "s"}
+    assert app == {"p": "1"}
+    assert ann == {"x-opt-a": "b"}
+    assert address == "to-here"
+    assert received_at == dt.datetime.fromtimestamp(1_700_000_000.5, dt.UTC)
+    assert message_id_of(msg.encode()) == "m-1"
+    assert message_id_of(Message(body="x").encode()) is None
+    assert row_of(Message(body="plain").encode(), "link", 0.0)[4] == "link"
+
+
+def test_body_bytes() -> None:
+    assert body_bytes(None) is None
+    assert body_bytes("é") == "é".encode()
+    assert body_bytes(b"\xff") == b"\xff"
+    assert json.loads(body_bytes([1, {"a": None}]) or b"") == [1, {"a": None}]
