@@ -1,0 +1,90 @@
+"""Streaming writes and reads through the amqp data source, against a real hopd."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from proton import Delivery, Message
+
+from tests.spark.amqp import Consumer, Producer
+from tests.system.harness import Hop
+
+WAIT_S = 120.0
+
+
+def test_a_streaming_write_spans_micro_batches_with_an_id_per_row(
+        spark: Any, router: Hop, tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    for batch in range(3):
+        (source / f"part-{batch}.json").write_text(
+            "".join(json.dumps({"key": f"k{i % 4}", "n": batch * 40 + i}) + "\n"
+                    for i in range(40)))
+    consumer = Consumer(router.url, "results").start()
+    try:
+        events = (spark.readStream.schema("key string, n int")
+                  .option("maxFilesPerTrigger", 1).json(str(source)))
+        query = (events.selectExpr("to_json(struct(key, n)) as body", "key as subject")
+                 .writeStream.format("amqp").option("url", router.url)
+                 .option("address", "results")
+                 .option("checkpointLocation", str(tmp_path / "ck")).start())
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        messages = consumer.wait_for(120)
+    finally:
+        consumer.stop()
+    assert sorted(json.loads(m.body)["n"] for m in messages) == list(range(120))
+    assert all(m.subject == json.loads(m.body)["key"] for m in messages)
+    ids = [m.id.split(":") for m in messages]
+    assert {i[0] for i in ids} == {str(query.id)}, "QUERYID:BATCH:PARTITION:ROW"
+    assert {i[1] for i in ids} == {"0", "1", "2"}, "three micro-batches"
+    assert len({m.id for m in messages}) == 120
+
+
+def test_a_streaming_read_accepts_each_batch_once_spark_has_it(
+        spark: Any, router: Hop) -> None:
+    sent = [Message(body=f"m{i}", id=f"id{i}", properties={"i": i}) for i in range(1000)]
+    producer = Producer(router.url, "events", sent).start()
+    assert producer.outcomes == {}, "no consumer yet: nothing is settled"
+    query = (spark.readStream.format("amqp").option("url", router.url)
+             .option("address", "events").option("maxMessagesPerTrigger", "150").load()
+             .writeStream.format("memory").queryName("streamed_events")
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        outcomes = producer.wait(WAIT_S)
+        query.processAllAvailable()
+        rows = spark.sql("select cast(body as string) as body, properties, "
+                         "application_properties, address from streamed_events").collect()
+        batches = [p["numInputRows"] for p in query.recentProgress]
+    finally:
+        query.stop()
+    assert outcomes == [Delivery.ACCEPTED] * 1000
+    assert sorted(r.body for r in rows) == sorted(f"m{i}" for i in range(1000)), \
+        "every message once"
+    assert {r.address for r in rows} == {"events"}
+    assert all(r.application_properties["i"] == r.body[1:] for r in rows)
+    assert all(r.properties["message_id"] == "id" + r.body[1:] for r in rows)
+    assert max(batches) <= 150, "maxMessagesPerTrigger bounds each micro-batch"
+    assert sum(1 for b in batches if b) >= 7
+
+
+def test_an_unreachable_router_stops_a_streaming_query_with_a_clear_error(
+        spark: Any) -> None:
+    from tests.system.rabbitmq import free_port
+
+    url = f"amqp://127.0.0.1:{free_port()}"
+    query = (spark.readStream.format("amqp").option("url", url).option("address", "x")
+             .option("connectTimeout", "2").load()
+             .writeStream.format("memory").queryName("never").start())
+    deadline = time.monotonic() + WAIT_S
+    while query.isActive and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not query.isActive
+    error = query.exception()
+    assert error is not None
+    assert f"cannot reach the router at {url}" in str(error)
