@@ -89,7 +89,7 @@ class _Receiving(MessagingHandler):  # type: ignore[misc]
             return
         data = link.recv(dlv.pending)
         link.advance()
-        self.inbox.arrived(dlv, data, event.link.remote_source.address)
+        self.inbox.arrived(dlv, data, link.remote_source.address)
 
     def on_hop_ops(self, event: Any) -> None:
         self.inbox.run_ops()
@@ -135,12 +135,19 @@ class Inbox:
     """
 
     def __init__(self, where: Where, *, credit: int, durable: bool = False,
-                 name: str | None = None) -> None:
+                 name: str | None = None,
+                 decode: Callable[[Record], None] | None = None) -> None:
         self.where = where
         self.initial_credit = credit
         self.durable = durable
         self.name = name
+        self.decode = decode
         self.link: Any = None
+        # Deliveries by token, touched only in the receiver's thread: proton is
+        # not thread-safe, and even dropping the last reference to a proton
+        # object runs proton code.
+        self._deliveries: dict[int, Delivery] = {}
+        self._next_token = 0
         self.ready = threading.Event()
         self.closing = False
         self.opened = False
@@ -177,8 +184,13 @@ class Inbox:
     # -- in the receiver thread ---------------------------------------------------
 
     def arrived(self, delivery: Delivery, data: bytes, address: str | None) -> None:
+        token = self._next_token
+        self._next_token += 1
+        self._deliveries[token] = delivery
         record = Record(data=data, address=address or self.where.address,
-                        received_at_s=time.time(), message_id=None, token=delivery)
+                        received_at_s=time.time(), message_id=None, token=token)
+        if self.decode is not None:
+            self.decode(record)  # here: proton's decoder must not run in two threads
         with self._cond:
             self._arrived.append(record)
             self._cond.notify_all()
@@ -188,6 +200,13 @@ class Inbox:
             if self.failure is None:
                 self.failure = what
             self._cond.notify_all()
+
+    def _settle(self, tokens: list[Token], outcome: Any) -> None:
+        for token in tokens:
+            dlv = self._deliveries.pop(token, None)  # type: ignore[call-overload]
+            if dlv is not None:
+                dlv.update(outcome)
+                dlv.settle()
 
     def run_ops(self) -> None:
         while True:
@@ -229,14 +248,8 @@ class Inbox:
 
         def op() -> None:
             try:
-                for token in accept:
-                    assert isinstance(token, Delivery)
-                    token.update(Delivery.ACCEPTED)
-                    token.settle()
-                for token in release:
-                    assert isinstance(token, Delivery)
-                    token.update(Delivery.RELEASED)
-                    token.settle()
+                self._settle(accept, Delivery.ACCEPTED)
+                self._settle(release, Delivery.RELEASED)
                 if replenish and self.link is not None and not self.closing:
                     self.link.flow(len(accept) + len(release))
             finally:
@@ -255,10 +268,7 @@ class Inbox:
         release = release or []
 
         def op() -> None:
-            for token in release:
-                assert isinstance(token, Delivery)
-                token.update(Delivery.RELEASED)
-                token.settle()
+            self._settle(release, Delivery.RELEASED)
             self.closing = True
             if self.link is not None:
                 self.link.connection.close()

@@ -23,6 +23,7 @@ import pickle
 import re
 from collections import deque
 from collections.abc import Hashable
+from typing import Any
 from pathlib import Path
 
 import attrs
@@ -39,6 +40,7 @@ class Record:
     received_at_s: float
     message_id: str | None
     token: Token | None = None  # None for a record read back from the journal
+    row: Any = None  # the decoded row, when the receiver made it
 
 
 @attrs.define(kw_only=True, eq=False)

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from spark.client import Inbox, Outbox
 from spark.codec import READ_SCHEMA, Row, check_write_columns, message_id_of, message_of, row_of
 from spark.errors import AmqpOptionError
-from spark.ledger import Journal, Ledger, Settle, journal_directory
+from spark.ledger import Journal, Ledger, Record, Settle, journal_directory
 from spark.options import ReadSettings, WriteSettings, read_settings, write_settings
 
 log = logging.getLogger(__name__)
@@ -176,15 +176,19 @@ class StreamReader(DataSourceStreamReader):
                 journal = Journal(journal_directory(s.checkpoint_location, s.endpoint.address))
             self._ledger = Ledger(journal, deduplicate=s.deduplicate)
             name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
+            dedupe = self._ledger.deduplicate
+
+            def decode(record: Record) -> None:
+                if dedupe:
+                    record.message_id = message_id_of(record.data)
             self._inbox = Inbox(s.endpoint, credit=s.credit, durable=s.durable,
-                                name=name).start()
+                                name=name, decode=decode).start()
         return self._inbox, self._ledger
 
     def _absorb(self, inbox: Inbox, ledger: Ledger) -> None:
         inbox.check()
         settle = Settle()
         for record in inbox.take():
-            record.message_id = message_id_of(record.data) if ledger.deduplicate else None
             got = ledger.received(record)
             settle.accept.extend(got.accept)
         inbox.settle(settle.accept)
@@ -257,8 +261,10 @@ class BatchReader(DataSourceReader):
         s = self.settings
         limit = s.max_messages
         granted = s.credit if limit is None else min(s.credit, limit)
-        inbox = Inbox(s.endpoint, credit=granted, durable=s.durable,
-                      name=s.subscription).start()
+        def decode(record: Record) -> None:
+            record.row = row_of(record.data, record.address, record.received_at_s)
+        inbox = Inbox(s.endpoint, credit=granted, durable=s.durable, name=s.subscription,
+                      decode=decode).start()
         taken: list[Any] = []  # handed to Spark, to accept
         count = 0
         try:
@@ -280,7 +286,7 @@ class BatchReader(DataSourceReader):
                     continue
                 idle_since = time.monotonic()
                 for record in records:
-                    yield row_of(record.data, record.address, record.received_at_s)
+                    yield record.row
                     taken.append(record.token)
                     count += 1
             inbox.settle(taken, replenish=False)
