@@ -10,6 +10,7 @@ message.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -255,7 +256,11 @@ class Inbox:
             finally:
                 done.set()
         self._submit(op)
-        done.wait(self.where.connect_timeout_s)
+        if not done.wait(self.where.connect_timeout_s):
+            self.check()
+            raise AmqpDeliveryError(
+                f"the receiver did not settle {len(accept) + len(release)} message(s) within "
+                f"{self.where.connect_timeout_s:g} s")
 
     def flow(self, credit: int) -> None:
         def op() -> None:
@@ -402,6 +407,11 @@ class Outbox:
 
     def run(self) -> int:
         """Send everything; the number accepted. Raises when any was not accepted."""
+        try:
+            first = next(self.messages)
+        except StopIteration:
+            return 0  # an empty partition: nothing to wait for, not even credit
+        self.messages = itertools.chain((first,), self.messages)
         Container(_Sending(self)).run()
         if self.failure is not None:
             if not self.opened:

@@ -23,8 +23,8 @@ import pickle
 import re
 from collections import deque
 from collections.abc import Hashable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import attrs
 

@@ -154,3 +154,14 @@ def test_an_unreachable_router_is_named(spark: Any) -> None:
     with pytest.raises(Exception) as err:
         spark.read.format("amqp").option("url", url).option("address", "x").load().collect()
     assert f"cannot reach the router at {url}" in str(err.value)
+
+
+def test_an_empty_partition_sends_nothing_and_needs_no_consumer(
+        spark: Any, router: Hop) -> None:
+    """The first batch of a stream is often empty; no credit is waited for."""
+    empty = spark.range(0).selectExpr("cast(id as string) as body").repartition(2)
+    write(empty, router.url, address="nobody", sendTimeout="2")
+    with pytest.raises(Exception) as err:  # one row does wait for a consumer
+        write(spark.range(1).selectExpr("cast(id as string) as body").coalesce(1),
+              router.url, address="nobody", sendTimeout="2")
+    assert "no credit from the router for 2 s on address 'nobody'" in str(err.value)

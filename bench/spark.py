@@ -1,0 +1,149 @@
+"""Rows per second through the amqp Spark data source, against one hopd.
+
+    python -m bench.spark [--rows N] [--link-capacity C]
+
+One local SparkSession (``local[2,4]``) and one Hop router; the C load
+generators (hop-send, hop-recv) are the other end of each run, so that the
+figure is the data source's and Spark's, not a Python client's:
+
+- batch write: ``spark.range(N)`` as 100-byte string bodies, 2 partitions,
+  written to an address that hop-recv consumes;
+- batch read: hop-send puts N 100-byte messages on an address,
+  ``spark.read.format("amqp")`` with ``maxMessages`` N counts them;
+- streaming read: hop-send N messages, a streaming query (noop sink) runs
+  until it has processed N rows; the clock starts when hop-send starts.
+
+Each figure is the median of ``--rounds`` runs after one warm-up run. A
+micro-batch holds at most the router's window of unsettled messages per
+producer (``linkCapacity``, 250 by default, as in qdrouterd); the streaming
+read is measured with the default and with ``--link-capacity``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.build import build
+from bench.processes import HOP, RouterProcess, finish, listener, start
+
+
+def _conf(link_capacity: int | None) -> str:
+    text = listener(HOP)
+    if link_capacity:
+        text = text.replace("}\n", f"    linkCapacity: {link_capacity}\n}}\n", 1)
+    return ("router {\n    mode: standalone\n    id: BenchSpark\n}\n" + text
+            + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
+
+
+def batch_write(spark: Any, bins: Any, url: str, rows: int, address: str) -> float:
+    recv = start([str(bins["hop-recv"]), url, address, "--count", str(rows),
+                  "--timeout", "300"])
+    time.sleep(0.3)
+    df = spark.range(rows, numPartitions=2).selectExpr("lpad(cast(id as string), 100, 'x') "
+                                                       "as body")
+    started = time.perf_counter()
+    df.write.format("amqp").option("url", f"amqp://{url}").option("address", address) \
+        .mode("append").save()
+    seconds = time.perf_counter() - started
+    got = finish(recv, 60)
+    if got["received"] != rows:
+        raise RuntimeError(f"hop-recv got {got['received']} of {rows}")
+    return rows / seconds
+
+
+def batch_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> float:
+    send = start([str(bins["hop-send"]), url, address, "--count", str(rows), "--size", "100",
+                  "--timeout", "300"])
+    time.sleep(0.3)
+    started = time.perf_counter()
+    count = spark.read.format("amqp").option("url", f"amqp://{url}") \
+        .option("address", address).option("maxMessages", str(rows)).load().count()
+    seconds = time.perf_counter() - started
+    sent = finish(send, 60)
+    if count != rows or sent["accepted"] != rows:
+        raise RuntimeError(f"read {count} of {rows}; {sent['accepted']} accepted")
+    return rows / seconds
+
+
+def streaming_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> float:
+    query = spark.readStream.format("amqp").option("url", f"amqp://{url}") \
+        .option("address", address).option("credit", "10000").load() \
+        .writeStream.format("noop").trigger(processingTime="0 seconds").start()
+    try:
+        while not query.recentProgress:  # the first (empty) batch started the workers
+            time.sleep(0.1)
+        started = time.perf_counter()
+        send = start([str(bins["hop-send"]), url, address, "--count", str(rows),
+                      "--size", "100", "--timeout", "300"])
+        done = 0
+        seen: set[str] = set()
+        while done < rows:
+            for progress in query.recentProgress:
+                key = f"{progress['batchId']}"
+                if key not in seen:
+                    seen.add(key)
+                    done += progress["numInputRows"]
+            if time.perf_counter() - started > 300:
+                raise RuntimeError(f"streamed {done} of {rows} in 300 s")
+            time.sleep(0.01)
+        seconds = time.perf_counter() - started
+        sent = finish(send, 60)
+    finally:
+        query.stop()
+    if sent["accepted"] != rows:
+        raise RuntimeError(f"{sent['accepted']} of {rows} accepted")
+    return rows / seconds
+
+
+Run = Callable[[Any, Any, str, int, str], float]
+
+
+def _median(run: Run, args: tuple[Any, Any, str, int, str],
+            rounds: int) -> tuple[float, list[float]]:
+    run(*args)  # warm-up: the Python workers start
+    figures = [run(*args) for _ in range(rounds)]
+    return statistics.median(figures), figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--link-capacity", type=int, default=5000)
+    args = parser.parse_args()
+
+    from spark import session
+
+    bins = build()
+    spark = session("hop-bench")
+    spark.sparkContext.setLogLevel("ERROR")
+    results: dict[str, Any] = {"rows": args.rows}
+    try:
+        for capacity in (None, args.link_capacity):
+            with RouterProcess(_conf(capacity), name="spark") as router:
+                url = router.url
+                label = f"linkCapacity {capacity or 250}"
+                if capacity is None:
+                    results["batch write"] = _median(
+                        batch_write, (spark, bins, url, args.rows, "w"), args.rounds)
+                    results["batch read"] = _median(
+                        batch_read, (spark, bins, url, args.rows, "r"), args.rounds)
+                results[f"streaming read, {label}"] = _median(
+                    streaming_read, (spark, bins, url, args.rows, "s"), args.rounds)
+    finally:
+        spark.stop()
+    for name, value in results.items():
+        if isinstance(value, tuple):
+            median, figures = value
+            print(f"{name:34} {median:10,.0f} rows/s  (runs: "
+                  f"{', '.join(f'{f:,.0f}' for f in figures)})")
+    print(json.dumps({k: v[0] if isinstance(v, tuple) else v for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
