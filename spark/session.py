@@ -1,10 +1,10 @@
 """A SparkSession set up for the ``amqp`` data source, with the usual traps avoided.
 
 :func:`session` builds (or returns) a SparkSession whose Python workers run
-this interpreter, can import this package, and bind loopback when the host
-name does not resolve; it checks for Java 17 or later first, and registers
-the data source. :func:`register` does the last two for a session the user
-built.
+this interpreter and can import this package, and which binds loopback when
+it runs locally (or the host name does not resolve); it checks for Java 17
+or later first, and registers the data source. :func:`register` does the
+last for a session the user built.
 """
 
 from __future__ import annotations
@@ -58,11 +58,16 @@ def _hostname_resolves() -> bool:
     return True
 
 
-def prepare_environment() -> None:
-    """Set what the workers need before the JVM starts (it copies the environment)."""
+def prepare_environment(local: bool = True) -> None:
+    """Set what the workers need before the JVM starts (it copies the environment).
+
+    A local session binds loopback: otherwise Spark picks the first outside
+    interface when the host name resolves to loopback, and fails when it does
+    not resolve at all.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if "SPARK_LOCAL_IP" not in os.environ and not _hostname_resolves():
+    if "SPARK_LOCAL_IP" not in os.environ and (local or not _hostname_resolves()):
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     root = str(PACKAGE_DIR.parent)
     path = os.environ.get("PYTHONPATH", "")
@@ -100,10 +105,11 @@ def session(app_name: str = "hop", master: str | None = None, **conf: str) -> An
     cluster would: in plain ``local[2]`` a failed task fails the whole job.
     """
     check_java()
-    prepare_environment()
+    master = master or "local[2,4]"
+    prepare_environment(local=master.startswith("local"))
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).master(master or "local[2,4]")
+    builder = SparkSession.builder.appName(app_name).master(master)
     builder = builder.config("spark.ui.enabled", "false") \
         .config("spark.sql.shuffle.partitions", "2") \
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
