@@ -60,10 +60,59 @@ class _DurableSource(LinkOption):  # type: ignore[misc]
         return bool(link.is_receiver)
 
 
-class _Receiving(MessagingHandler):  # type: ignore[misc]
+class _Watching(MessagingHandler):  # type: ignore[misc]
+    """What the receiver and the sender share: a failure said in words.
+
+    ``owner`` is the Inbox or Outbox, with ``where`` and ``opened``; the
+    subclass says how a failure is recorded and when the end is expected.
+    """
+
+    owner: Any
+
+    def _failed(self, what: str) -> None:
+        raise NotImplementedError
+
+    def _quiet(self) -> bool:
+        """Whether the connection is ending on purpose."""
+        raise NotImplementedError
+
+    def _unsettled(self) -> str:
+        return ""
+
+    def on_link_error(self, event: Any) -> None:
+        address = self.owner.where.address
+        self._failed("the router refused or closed the link"
+                     + (f" to {address!r}" if address else "")
+                     + f" ({_condition(event.link.remote_condition and event.link)})")
+
+    def on_connection_error(self, event: Any) -> None:
+        self._failed(f"the router closed the connection "
+                     f"({_condition(event.connection.remote_condition and event.connection)})")
+
+    def on_transport_error(self, event: Any) -> None:
+        if not self._quiet():
+            self._failed(f"cannot reach the router at {self.owner.where.url} "
+                         f"({_condition(event.transport)})")
+
+    def on_connection_opened(self, event: Any) -> None:
+        self.owner.opened = True
+
+    def on_disconnected(self, event: Any) -> None:
+        if self._quiet():
+            return
+        url = self.owner.where.url
+        why = _condition(event.transport)
+        if not self.owner.opened:
+            self._failed(f"cannot reach the router at {url} ({why})")
+        else:
+            self._failed(f"lost the connection to the router at {url}{self._unsettled()}"
+                         + (f" ({why})" if why else ""))
+
+
+class _Receiving(_Watching):
     def __init__(self, inbox: Inbox) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
-        self.inbox = inbox
+        self.inbox = self.owner = inbox
 
     def on_start(self, event: Any) -> None:
         inbox = self.inbox
@@ -98,35 +147,12 @@ class _Receiving(MessagingHandler):  # type: ignore[misc]
     def _failed(self, what: str) -> None:
         self.inbox.fail(what)
 
-    def on_link_error(self, event: Any) -> None:
-        self._failed(f"the router refused or closed the link to {self.inbox.where.address!r}"
-                     f" ({_condition(event.link.remote_condition and event.link)})")
+    def _quiet(self) -> bool:
+        return self.inbox.closing
 
     def on_link_closed(self, event: Any) -> None:
         if not self.inbox.closing:
             self._failed(f"the router closed the link to {self.inbox.where.address!r}")
-
-    def on_connection_error(self, event: Any) -> None:
-        self._failed(f"the router closed the connection "
-                     f"({_condition(event.connection.remote_condition and event.connection)})")
-
-    def on_transport_error(self, event: Any) -> None:
-        self._failed(f"cannot reach the router at {self.inbox.where.url} "
-                     f"({_condition(event.transport)})")
-
-    def on_connection_opened(self, event: Any) -> None:
-        self.inbox.opened = True
-
-    def on_disconnected(self, event: Any) -> None:
-        if self.inbox.closing:
-            return
-        why = _condition(event.transport)
-        if not self.inbox.opened:
-            self._failed(f"cannot reach the router at {self.inbox.where.url} ({why})")
-        else:
-            self._failed(f"lost the connection to the router at {self.inbox.where.url}"
-                         + (f" ({why})" if why else ""))
-
 
 class Inbox:
     """A receiver with manual acceptance and bounded credit, in a thread of its own.
@@ -284,10 +310,10 @@ class Inbox:
         self._thread.join(self.where.connect_timeout_s)
 
 
-class _Sending(MessagingHandler):  # type: ignore[misc]
+class _Sending(_Watching):
     def __init__(self, outbox: Outbox) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
-        self.box = outbox
+        self.box = self.owner = outbox
 
     def on_start(self, event: Any) -> None:
         box = self.box
@@ -304,7 +330,7 @@ class _Sending(MessagingHandler):  # type: ignore[misc]
             why = ("no credit" if self.sender.credit == 0 else "no outcome") + \
                 f" from the router for {box.send_timeout_s:g} s"
             where = f"address {box.target!r}" if box.target else "the anonymous sender"
-            self._fail(f"{why} on {where}: does the address have a consumer?")
+            self._failed(f"{why} on {where}: does the address have a consumer?")
             return
         event.container.schedule(1.0, self)
 
@@ -345,12 +371,12 @@ class _Sending(MessagingHandler):  # type: ignore[misc]
         outcome = _OUTCOMES.get(dlv.remote_state, str(dlv.remote_state))
         cond = dlv.remote.condition
         detail = f" ({cond.name}: {cond.description})" if cond is not None else ""
-        self._fail(f"message {message_id} was {outcome}{detail}; the task fails so that "
+        self._failed(f"message {message_id} was {outcome}{detail}; the task fails so that "
                    "Spark runs it again")
 
     on_rejected = on_released = _outcome  # proton reports MODIFIED as released
 
-    def _fail(self, what: str) -> None:
+    def _failed(self, what: str) -> None:
         box = self.box
         if box.failure is None and not box.done:
             box.failure = what
@@ -358,33 +384,11 @@ class _Sending(MessagingHandler):  # type: ignore[misc]
         if self.conn.state & Endpoint.LOCAL_ACTIVE:
             self.conn.close()
 
-    def on_link_error(self, event: Any) -> None:
-        self._fail(f"the router refused or closed the link "
-                   f"({_condition(event.link.remote_condition and event.link)})")
+    def _quiet(self) -> bool:
+        return self.box.done
 
-    def on_connection_error(self, event: Any) -> None:
-        self._fail(f"the router closed the connection "
-                   f"({_condition(event.connection.remote_condition and event.connection)})")
-
-    def on_transport_error(self, event: Any) -> None:
-        if not self.box.done:
-            self._fail(f"cannot reach the router at {self.box.where.url} "
-                       f"({_condition(event.transport)})")
-
-    def on_connection_opened(self, event: Any) -> None:
-        self.box.opened = True
-
-    def on_disconnected(self, event: Any) -> None:
-        box = self.box
-        if box.done:
-            return
-        why = _condition(event.transport)
-        if not box.opened:
-            self._fail(f"cannot reach the router at {box.where.url} ({why})")
-        else:
-            self._fail(f"lost the connection to the router at {box.where.url} with "
-                       f"{len(box.unsettled)} message(s) unsettled" + (f" ({why})" if why else ""))
-
+    def _unsettled(self) -> str:
+        return f" with {len(self.box.unsettled)} message(s) unsettled"
 
 class Outbox:
     """Send messages unsettled, at most ``window`` in flight, until all are accepted."""
