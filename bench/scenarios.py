@@ -147,12 +147,14 @@ def one_router_tls(size: int, flavour: Flavour = HOP) -> Callable[[dict[str, Pat
     return run
 
 
-def multicast(receivers: int) -> Callable[[dict[str, Path], Scale], Record]:
+def multicast(receivers: int,
+              flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     extra = "address {\n    prefix: mc\n    distribution: multicast\n}\n"
 
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         return _through_router(bins, scale, size=100, presettled=False, receivers=receivers,
-                               extra=extra, address="mc.bench", count=scale.count // 2)
+                               extra=extra, address="mc.bench", count=scale.count // 2,
+                               flavour=flavour)
     return run
 
 
@@ -363,6 +365,21 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:router-100-presettled", kind="throughput",
                  run=one_router(100, True, flavour),
                  description=f"{flavour.name}, one router, 100 B, pre-settled"),
+        Scenario(name=f"{flavour.name}:router-1k", kind="throughput",
+                 run=one_router(1024, False, flavour),
+                 description=f"{flavour.name}, one router, 1 KiB, unsettled"),
+        Scenario(name=f"{flavour.name}:router-64k", kind="throughput",
+                 run=one_router(65536, False, flavour),
+                 description=f"{flavour.name}, one router, 64 KiB, unsettled"),
+        Scenario(name=f"{flavour.name}:multicast-4", kind="throughput",
+                 run=multicast(4, flavour),
+                 description=f"{flavour.name}, one router, multicast to 4 receivers, 100 B"),
+        Scenario(name=f"{flavour.name}:latency-5000", kind="latency",
+                 run=latency(5000, flavour),
+                 description=f"{flavour.name}, one router, 5,000 msg/s, 100 B"),
+        Scenario(name=f"{flavour.name}:latency-5000-line3", kind="latency",
+                 run=line3_latency(5000, flavour),
+                 description=f"{flavour.name}, 3-router line, 5,000 msg/s, 100 B"),
         Scenario(name=f"{flavour.name}:line3-100", kind="throughput",
                  run=line3(False, flavour),
                  description=f"{flavour.name}, 3-router line, 100 B, unsettled"),
