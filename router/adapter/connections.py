@@ -60,7 +60,7 @@ class Conn:
     """One socket with its proton transport and connection."""
 
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
-                 "opened",
+                 "holds", "opened",
                  "peer", "pn_conn", "settings", "sock", "ssl", "started", "tptr", "transport",
                  "user", "want_write")
 
@@ -93,6 +93,9 @@ class Conn:
         # When a connection this side closed is dropped if the peer has not
         # answered the close by then (0: none).
         self.deadline = 0.0
+        #: Streamed messages from this peer whose copies are too far behind:
+        #: while any, the socket is not read (``router.adapter.forwarder``).
+        self.holds = 0
 
 
 def symbols(*names: str) -> list[Any]:

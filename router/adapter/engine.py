@@ -394,7 +394,10 @@ class Engine(Lifecycle):
             conn = self.conns.get(fd)
             if conn is not None:
                 if mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
-                    self._read(conn)
+                    if conn.holds and not mask & (select.EPOLLHUP | select.EPOLLERR):
+                        self._arm(conn)  # a streamed message's copies are behind
+                    else:
+                        self._read(conn)
                 if mask & select.EPOLLOUT:
                     self.dirty.add(conn)
             elif fd in self.listeners:
@@ -714,6 +717,12 @@ class Engine(Lifecycle):
             lib.pn_transport_push(tptr, self._rcbuf, n)
         self.dirty.add(conn)
 
+    def _arm(self, conn: Conn) -> None:
+        """Watch ``conn`` for input unless it holds, and for output while it waits to write."""
+        mask = (0 if conn.holds else _READ) | (_WRITE if conn.want_write else 0)
+        with contextlib.suppress(OSError, ValueError):
+            self.epoll.modify(conn.fd, mask)
+
     def _socket_failed(self, conn: Conn, exc: OSError) -> None:
         server_log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id, conn.peer, exc)
         lib.pn_transport_close_tail(conn.tptr)
@@ -746,11 +755,11 @@ class Engine(Lifecycle):
             if sent < n:
                 if not conn.want_write:
                     conn.want_write = True
-                    self.epoll.modify(conn.fd, _READ | _WRITE)
+                    self._arm(conn)
                 return
         if conn.want_write:
             conn.want_write = False
-            self.epoll.modify(conn.fd, _READ)
+            self._arm(conn)
         if lib.pn_transport_closed(tptr):
             self._close(conn)
 
@@ -825,6 +834,14 @@ class Engine(Lifecycle):
             for conn in dirty:
                 if not conn.closed:
                     self._write(conn)
+            fwd = self.forwarder
+            if fwd.paused:
+                fwd.check_paused()
+            if fwd.resumed:
+                resumed, fwd.resumed = fwd.resumed, []
+                for conn in resumed:
+                    if not conn.closed:
+                        self._arm(conn)
             if not self.dirty and not lib.pn_collector_peek(self.collector):
                 return
 

@@ -19,12 +19,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from addressing import Distribution, choose_balanced
 from router.adapter.pn import ffi, lib
 from router.adapter.relay import Relay
 from router.adapter.remote import RemoteForwarding
+from router.adapter.settling import LOST_UNSETTLED
 from router.core import (
     UNAVAILABLE,
     AddressRecord,
@@ -36,6 +37,7 @@ from router.core import (
     OutLink,
     Router,
     RouterAnnotations,
+    Stream,
     Transfer,
     decode_annotations,
     may_have_router_keys,
@@ -71,6 +73,16 @@ pn_link_flow = lib.pn_link_flow
 pn_link_get_drain = lib.pn_link_get_drain
 pn_link_drained = lib.pn_link_drained
 pn_link_set_drain = lib.pn_link_set_drain
+pn_link_current = lib.pn_link_current
+
+#: A multi-frame message gathered to this many bytes while more is still
+#: arriving is forwarded frame by frame from then on (a ``Stream``).
+STREAM_AT: Final = 131072
+#: Bytes a streamed copy may fall behind (not yet framed toward its consumer,
+#: or kept for a copy still waiting for credit) before the producer's
+#: connection stops being read; reading resumes below ``LOW_WATER``.
+HIGH_WATER: Final = 1 << 20
+LOW_WATER: Final = 1 << 18
 
 
 class Forwarder(RemoteForwarding, Relay):
@@ -99,6 +111,17 @@ class Forwarder(RemoteForwarding, Relay):
         self._encoder = AnnotationEncoder(router_id)
         #: Links that sent a message above their size limit, for the engine to close.
         self.oversized: list[InLink] = []
+        # The message being routed while it streams (``route`` then starts
+        # streamed copies instead of whole ones).
+        self._stream: Stream | None = None
+        #: Streams whose producer's connection is not read now, and the
+        #: connections the engine is to read again (``Conn.holds`` counts).
+        self.paused: list[Stream] = []
+        self.resumed: list[Any] = []
+        #: Counters: messages streamed, of them aborted, and pauses.
+        self.streamed = 0
+        self.streams_aborted = 0
+        self.stream_pauses = 0
 
     # -- receiving -----------------------------------------------------------
 
@@ -144,7 +167,13 @@ class Forwarder(RemoteForwarding, Relay):
             self.route(d, il, data)
 
     def _incoming_in_pieces(self, d: Any, il: InLink) -> None:
-        """A multi-frame or aborted transfer: gather it until it is complete."""
+        """A multi-frame or aborted transfer: gather it until it is complete,
+        or until it is large enough to stream (``STREAM_AT``)."""
+        if self.streams:
+            stream = self.streams.get(il)
+            if stream is not None:
+                self._stream_more(stream, d, il)
+                return
         if pn_delivery_aborted(d):
             # Nothing was forwarded yet (messages are forwarded once complete),
             # so an aborted transfer just goes away; no outcome is due (6.5).
@@ -166,6 +195,8 @@ class Forwarder(RemoteForwarding, Relay):
             self._oversized(d, il)
             return
         if pn_delivery_partial(d):
+            if len(il.partial) >= STREAM_AT and not il.control:
+                self._stream_begin(d, il)
             return
         data = bytes(il.partial)
         il.partial = None
@@ -347,6 +378,10 @@ class Forwarder(RemoteForwarding, Relay):
         if ol.credit > 0 and not ol.queue:
             self._transmit(ol, data, ref, keys)
             return
+        stream = self._stream
+        if stream is not None:
+            self._stream_wait(stream, ol, data, ref)
+            return
         if ref is None and len(ol.queue) >= ol.capacity:
             self._drop_queued_presettled(ol)
         ol.queue.append((data, ref))
@@ -355,6 +390,10 @@ class Forwarder(RemoteForwarding, Relay):
                   keys: bool = True) -> None:
         """Send one copy now; ``keys`` False promises ``data`` has no router
         annotations (so a stripping connection needs no rewrite)."""
+        stream = self._stream
+        if stream is not None:
+            self._stream_copy(stream, ol, data, ref, keys)
+            return
         conn = ol.conn
         if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
             data = self._egress_annotations(ol, data)
@@ -394,9 +433,9 @@ class Forwarder(RemoteForwarding, Relay):
     def _drop_queued_presettled(self, ol: OutLink) -> None:
         """Reference 5.6: a full queue sheds its pre-settled copies but the head."""
         head = ol.queue.popleft()
-        kept: deque[tuple[bytes, Transfer | Fanout | None]] = deque([head])
+        kept: deque[tuple[bytes | Stream, Transfer | Fanout | None]] = deque([head])
         for item in ol.queue:
-            if item[1] is None:
+            if item[1] is None and type(item[0]) is bytes:
                 self.dropped_presettled += 1
                 ol.dropped_presettled += 1
             else:
@@ -405,12 +444,17 @@ class Forwarder(RemoteForwarding, Relay):
 
     def outgoing_flow(self, ol: OutLink) -> None:
         """PN_LINK_FLOW on a router-outgoing link: the consumer gave credit."""
+        if self.busy and ol in self.busy:
+            return  # a streamed copy is being written: credit is read when it ends
         lptr = ol.handle
         ol.credit = pn_link_credit(lptr)
         queue = ol.queue
         while ol.credit > 0 and queue:
             data, ref = queue.popleft()
-            self._transmit(ol, data, ref)
+            if isinstance(data, Stream):
+                self._stream_resume_copy(data, ol, ref)
+            else:
+                self._transmit(ol, data, ref)
         if not queue and pn_link_get_drain(lptr):
             pn_link_drained(lptr)
             ol.credit = 0
@@ -461,3 +505,288 @@ class Forwarder(RemoteForwarding, Relay):
             return max(1, room // senders)
         return room
 
+
+    # -- streamed messages ---------------------------------------------------------
+
+    def _stream_begin(self, d: Any, il: InLink) -> None:
+        """A message still arriving has grown to ``STREAM_AT``: route it on what
+        has come so far (every section up to the body is in it) and send its
+        copies frame by frame from now on."""
+        assert il.partial is not None
+        head = bytes(il.partial)
+        il.partial = bytearray()  # marks the link as mid-message (see flush_credit)
+        settled = bool(pn_delivery_settled(d))
+        stream = Stream(d, il, len(head))
+        self.streams[il] = stream
+        self.streamed += 1
+        il.delivered += 1
+        if settled:
+            il.presettled += 1
+        self._stream = stream
+        try:
+            self.route(None if settled else d, il, head)
+        finally:
+            self._stream = None
+        if self.streams.get(il) is stream and self._behind(stream, HIGH_WATER):
+            self._pause(stream)
+
+    def _stream_copy(self, stream: Stream, ol: OutLink, data: bytes,
+                     ref: Transfer | Fanout | None, keys: bool = True) -> None:
+        """Start a streamed copy on ``ol`` (it has credit): its first bytes, and
+        any that arrived while it waited; the link is busy until it ends."""
+        conn = ol.conn
+        if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
+            data = self._egress_annotations(ol, data)
+        lptr = ol.handle
+        self._next_tag += 1
+        self._tag[0] = self._next_tag
+        od = pn_delivery(lptr, self._tag_bytes)
+        pn_link_send(lptr, data, len(data))
+        backlog = stream.backlog
+        if backlog:
+            pn_link_send(lptr, ffi.from_buffer(backlog), len(backlog))
+        ol.credit -= 1
+        ol.delivered += 1
+        self.dirty.add(conn.handle)
+        # Whether the router settles the copy itself once it is sent, as
+        # ``_transmit`` does at once for a whole message; else the consumer's
+        # outcome settles it through ``unsettled``.
+        owed = True
+        if ref is None:
+            ol.presettled += 1
+        elif type(ref) is Transfer:
+            if ref.in_delivery is not None and not ol.presettle:
+                ref.out_delivery = od
+                ref.out_link = ol
+                ol.unsettled[od] = ref
+                owed = False
+        else:
+            assert isinstance(ref, Fanout)
+            if ref.in_delivery is not None and not ol.presettle:
+                ref.copies[od] = ol
+                ol.unsettled[od] = ref
+                owed = False
+        if stream.complete:
+            self._stream_copy_end(ol, od, ref, owed)
+            return
+        stream.active[ol] = (od, ref, owed)
+        self.busy[ol] = stream
+        ol.credit = 0  # nothing else goes on the link until the copy ends
+
+    def _stream_copy_end(self, ol: OutLink, od: Any, ref: Transfer | Fanout | None,
+                         owed: bool) -> None:
+        """A streamed copy ends: its delivery is complete (unless someone
+        settled it early) and, where ``owed``, settled by the router."""
+        lptr = ol.handle
+        ours = lptr is not None and pn_link_current(lptr) == od
+        if ours:
+            pn_link_advance(lptr)
+            self.dirty.add(ol.conn.handle)
+        if not owed:
+            return
+        if ours:
+            pn_delivery_settle(od)
+        if ref is None:
+            return
+        if type(ref) is Transfer:
+            d = ref.in_delivery
+            if d is not None and ol.presettle:
+                ref.in_link.unsettled.pop(d, None)
+                self._finish(d, ref.in_link, ACCEPTED)
+        else:
+            assert isinstance(ref, Fanout)
+            self._copy_done(ref, None, ACCEPTED if ol.presettle else RELEASED)
+
+    def _stream_wait(self, stream: Stream, ol: OutLink, data: bytes,
+                     ref: Transfer | Fanout | None) -> None:
+        """A streamed copy for a link without credit waits in its queue, its
+        first bytes kept; from now on the bytes that arrive are kept too."""
+        if ol.handle is None:
+            # An in-process consumer (management) takes whole messages only.
+            self._stream_refused(ref)
+            return
+        stream.waiting.append(ol)
+        stream.heads[ol] = data
+        ol.queue.append((stream, ref))
+
+    def _stream_refused(self, ref: Transfer | Fanout | None) -> None:
+        if ref is None:
+            return
+        if type(ref) is Transfer:
+            d = ref.in_delivery
+            if d is not None:
+                ref.in_delivery = None
+                ref.in_link.unsettled.pop(d, None)
+                self._finish(d, ref.in_link, REJECTED, "amqp:not-implemented",
+                             "message too large for an in-process consumer")
+            return
+        assert isinstance(ref, Fanout)
+        self._copy_done(ref, None, REJECTED)
+
+    def _stream_resume_copy(self, stream: Stream, ol: OutLink,
+                            ref: Transfer | Fanout | None) -> None:
+        """A waiting streamed copy reached the head of its link's queue with credit."""
+        stream.waiting.remove(ol)
+        head = stream.heads.pop(ol)
+        self._stream_copy(stream, ol, head, ref)
+        if not stream.waiting:
+            stream.backlog = bytearray()
+
+    def _stream_more(self, stream: Stream, d: Any, il: InLink) -> None:
+        """More of a streamed message: pass its bytes to every copy being written."""
+        lptr = il.handle
+        n = pn_delivery_pending(d)
+        if n:
+            if n > self._size:
+                self._grow(n)
+            n = pn_link_recv(lptr, self._cbuf, n)
+            if n > 0:
+                stream.size += n
+                if stream.size > il.max_size:
+                    self._stream_abort(stream)
+                    self._oversized(d, il)
+                    return
+                if stream.waiting:
+                    stream.backlog += self._view[:n]
+                self._stream_send(stream, self._cbuf, n)
+        if pn_delivery_partial(d):
+            if not stream.paused and self._behind(stream, HIGH_WATER):
+                self._pause(stream)
+            return
+        if pn_delivery_aborted(d):
+            self._stream_abort(stream)
+            pn_delivery_settle(d)  # proton settled it on the remote side
+            self.credit_dirty.add(il)
+            return
+        # The last frame is in.
+        stream.complete = True
+        del self.streams[il]
+        il.partial = None
+        pn_link_advance(lptr)
+        if stream.paused:
+            self._resume(stream)
+        active = stream.active
+        stream.active = {}
+        for ol, (od, ref, owed) in active.items():
+            self._stream_copy_end(ol, od, ref, owed)
+            self._unbusy(ol)
+        self.credit_dirty.add(il)
+        if stream.settle:
+            pn_delivery_settle(d)
+        elif pn_delivery_settled(d):
+            if d in il.unsettled:
+                self._producer_settled(d, il)  # the producer settled at its last frame
+            else:
+                pn_delivery_settle(d)  # pre-settled from its first frame
+
+    def _stream_send(self, stream: Stream, buf: Any, n: int) -> None:
+        """Append ``n`` bytes of ``buf`` to every copy still being written; a copy
+        whose delivery ended early (settled by its consumer or its producer)
+        is dropped."""
+        gone: list[OutLink] | None = None
+        for ol, (od, _ref, _owed) in stream.active.items():
+            lptr = ol.handle
+            if lptr is not None and pn_link_current(lptr) == od:
+                pn_link_send(lptr, buf, n)
+                self.dirty.add(ol.conn.handle)
+            else:
+                if gone is None:
+                    gone = []
+                gone.append(ol)
+        if gone is not None:
+            for ol in gone:
+                od, ref, owed = stream.active.pop(ol)
+                self._stream_copy_end(ol, od, ref, owed)
+                self._unbusy(ol)
+
+    def _unbusy(self, ol: OutLink) -> None:
+        """``ol`` no longer writes a streamed copy: its credit and queue move on."""
+        if self.busy.pop(ol, None) is not None and ol.handle is not None:
+            self.outgoing_flow(ol)
+
+    def _stream_abort(self, stream: Stream) -> None:
+        """The producer aborted the message, sent too much, or left mid-message:
+        every copy being written is aborted, waiting ones are dropped, and
+        nothing is owed to the producer (an aborted transfer has no outcome)."""
+        il = stream.in_link
+        self.streams.pop(il, None)
+        il.partial = None
+        self.streams_aborted += 1
+        if stream.paused:
+            self._resume(stream)
+        active = stream.active
+        stream.active = {}
+        for ol, (od, ref, _owed) in active.items():
+            lptr = ol.handle
+            if lptr is not None and pn_link_current(lptr) == od:
+                lib.pn_delivery_abort(od)
+                self.dirty.add(ol.conn.handle)
+            if ref is not None:
+                ol.unsettled.pop(od, None)
+            self._unbusy(ol)
+        for ol in stream.waiting:
+            ol.queue = deque(item for item in ol.queue if item[0] is not stream)
+        stream.waiting = []
+        stream.heads = {}
+        stream.backlog = bytearray()
+        ref = il.unsettled.pop(stream.in_delivery, None)
+        if ref is not None:
+            ref.in_delivery = None
+            if type(ref) is Transfer:
+                if ref.target is not None:
+                    ref.target.outstanding -= 1
+                    ref.target = None
+            else:
+                assert isinstance(ref, Fanout)
+                ref.copies.clear()
+
+    def _behind(self, stream: Stream, limit: int) -> bool:
+        """Whether a copy of ``stream`` is more than ``limit`` bytes behind."""
+        if len(stream.backlog) > limit:
+            return True
+        for ol, (od, _ref, _owed) in stream.active.items():
+            lptr = ol.handle
+            if lptr is not None and pn_link_current(lptr) == od \
+                    and pn_delivery_pending(od) > limit:
+                return True
+        return False
+
+    def _pause(self, stream: Stream) -> None:
+        """Stop reading the producer's connection until the copies catch up."""
+        stream.paused = True
+        self.paused.append(stream)
+        self.stream_pauses += 1
+        conn = stream.in_link.conn.handle
+        conn.holds += 1
+
+    def _resume(self, stream: Stream) -> None:
+        stream.paused = False
+        self.paused.remove(stream)
+        conn = stream.in_link.conn.handle
+        conn.holds -= 1
+        if not conn.holds:
+            self.resumed.append(conn)
+
+    def check_paused(self) -> None:
+        """Read the producers of paused streams again once their copies are
+        within ``LOW_WATER`` (called after output was written)."""
+        for stream in list(self.paused):
+            if not self._behind(stream, LOW_WATER):
+                self._resume(stream)
+
+    def lose_incoming(self, il: InLink) -> None:
+        if self.streams:
+            stream = self.streams.get(il)
+            if stream is not None:
+                self._stream_abort(stream)
+        super().lose_incoming(il)
+
+    def lose_outgoing(self, ol: OutLink) -> None:
+        if self.busy:
+            stream = self.busy.pop(ol, None)
+            if stream is not None:
+                _od, ref, owed = stream.active.pop(ol)
+                if owed and ref is not None:
+                    # Not in ``unsettled``: lost here as ``lose_outgoing`` loses those.
+                    self._copy_lost(ref, None, LOST_UNSETTLED)
+        super().lose_outgoing(ol)

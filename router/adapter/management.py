@@ -28,6 +28,7 @@ from router.core import (
     LinkId,
     OutLink,
     Router,
+    Stream,
     Transfer,
 )
 from router.core.amqp import PeerProtocolError
@@ -41,15 +42,18 @@ MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
 Queued = tuple[bytes, Transfer | Fanout | None]
 
 
-class _Inbox(deque[Queued]):
-    """The queue of an in-process consumer: what is appended is taken at once."""
+class _Inbox(deque[tuple[bytes | Stream, Transfer | Fanout | None]]):
+    """The queue of an in-process consumer: what is appended is taken at once
+    (a streamed message is refused before it gets here)."""
 
     def __init__(self, take: Callable[[bytes, Transfer | Fanout | None], None]) -> None:
         super().__init__()
         self._take = take
 
-    def append(self, item: Queued) -> None:
-        self._take(*item)
+    def append(self, item: tuple[bytes | Stream, Transfer | Fanout | None]) -> None:
+        data, ref = item
+        assert isinstance(data, bytes)
+        self._take(data, ref)
 
 
 class ManagementNode:

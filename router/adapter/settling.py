@@ -20,6 +20,7 @@ from router.core import (
     InLink,
     LostCopy,
     OutLink,
+    Stream,
     Transfer,
     count_outcome,
     fold_multicast,
@@ -38,7 +39,7 @@ pn_link_set_drain = lib.pn_link_set_drain
 # What a producer is told for a copy whose consumer went away (the rule is
 # router.core.settlement's; resolved once here, not per copy).
 _LOST_UNDELIVERED = outcome_for_lost_copy(LostCopy.UNDELIVERED).value
-_LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).value
+_LOST_UNSETTLED = LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).value
 
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
@@ -72,9 +73,10 @@ def copy_disposition(dst: Any, src: Any, state: int) -> None:
 
 
 def settle_with(d: Any, state: int, condition: str | None = None,
-                description: str | None = None) -> None:
-    """Give a delivery the router's own outcome and settle it: a REJECTED one
-    with its error, a MODIFIED one with ``delivery-failed`` set."""
+                description: str | None = None, settle: bool = True) -> None:
+    """Give a delivery the router's own outcome and settle it (unless not
+    ``settle``): a REJECTED one with its error, a MODIFIED one with
+    ``delivery-failed`` set."""
     if condition is not None:
         cond = lib.pn_disposition_condition(pn_delivery_local(d))
         lib.pn_condition_set_name(cond, condition.encode())
@@ -83,7 +85,8 @@ def settle_with(d: Any, state: int, condition: str | None = None,
     elif state == MODIFIED:
         lib.pn_disposition_set_failed(pn_delivery_local(d), True)
     pn_delivery_update(d, state)
-    pn_delivery_settle(d)
+    if settle:
+        pn_delivery_settle(d)
 
 
 class Settling:
@@ -99,6 +102,10 @@ class Settling:
         self.dropped_presettled = 0
         # Deliveries sent to a fallback destination (reference 4.7, 6.6).
         self.redirected = 0
+        # Messages being streamed, by the link they arrive on, and the out
+        # links busy writing a streamed copy (``router.core.Stream``).
+        self.streams: dict[InLink, Stream] = {}
+        self.busy: dict[OutLink, Stream] = {}
 
     def _no_destination(self, d: Any, il: InLink) -> None:
         """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
@@ -117,8 +124,21 @@ class Settling:
         if state == MODIFIED and not il.may_modify:
             state = RELEASED
         count_outcome(il, state)
-        settle_with(d, state, condition, description)
+        settle_with(d, state, condition, description, not self._arriving(d, il))
         self.dirty.add(il.conn.handle)
+
+    def _arriving(self, d: Any, il: InLink) -> bool:
+        """Whether ``d`` is a streamed message still arriving; if so it is
+        marked to be settled once complete (settling it now would make
+        proton drop its remaining frames unread)."""
+        streams = self.streams
+        if not streams:
+            return False
+        stream = streams.get(il)
+        if stream is None or stream.in_delivery != d:
+            return False
+        stream.settle = True
+        return True
 
     def consumed(self, ref: Transfer | Fanout | None, state: int) -> None:
         """An in-process consumer (the management agent) took its copy with
@@ -161,8 +181,9 @@ class Settling:
                     ref.target.outstanding -= 1
                     ref.target = None
                 if d is not None:
-                    pn_delivery_settle(d)
                     il = ref.in_link
+                    if not self.streams or not self._arriving(d, il):
+                        pn_delivery_settle(d)
                     if outcome is not None:
                         il.outcomes[outcome] += 1
                     del il.unsettled[d]
@@ -261,7 +282,10 @@ class Settling:
         queue, unsettled = ol.queue, ol.unsettled
         ol.queue = deque()
         ol.unsettled = {}
-        for _data, ref in queue:
+        for data, ref in queue:
+            if type(data) is Stream:
+                data.waiting.remove(ol)
+                data.heads.pop(ol, None)
             if ref is not None:
                 self._copy_lost(ref, None, _LOST_UNDELIVERED)
         for od, ref in unsettled.items():

@@ -261,8 +261,9 @@ class OutLink:
     """A router-outgoing link: a consumer the router sends to.
 
     ``queue`` holds copies waiting for credit as ``(bytes, transfer)``
-    pairs (``transfer`` is ``None`` for pre-settled copies); ``unsettled``
-    maps the adapter's outgoing delivery handle to its transfer.
+    pairs (``transfer`` is ``None`` for pre-settled copies; a streamed
+    message's copy is queued as its ``Stream``); ``unsettled`` maps the
+    adapter's outgoing delivery handle to its transfer.
     """
 
     __slots__ = (
@@ -314,7 +315,7 @@ class OutLink:
         self.autolink = autolink
         self.capacity = conn.link_capacity
         self.credit = 0
-        self.queue: deque[tuple[bytes, Transfer | Fanout | None]] = deque()
+        self.queue: deque[tuple[bytes | Stream, Transfer | Fanout | None]] = deque()
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         # Inter-router links carry messages already annotated for the next
         # router: the forwarder sends them as they are.
@@ -381,6 +382,38 @@ class Fanout:
         # Outgoing deliveries that already reported a terminal outcome
         # before settling (a consumer in settle mode "second").
         self.terminal: set[Any] | None = None
+
+
+class Stream:
+    """A message forwarded while it still arrives: a transfer of many frames
+    whose copies are sent frame by frame instead of once it is complete.
+
+    ``in_delivery`` is the producer's delivery (an adapter handle), settled
+    only once its last frame is in: an outcome that comes earlier sets
+    ``settle``.  ``active`` maps each out link whose copy is being written
+    to that copy's outgoing delivery and its transfer (``None`` when
+    pre-settled), and whether the router settles the copy itself at its end
+    (else its consumer's outcome does); the link sends nothing else meanwhile.  ``waiting`` are
+    the out links whose copy waits for credit in their queue, with its
+    first bytes in ``heads``; while any waits, ``backlog`` keeps the bytes
+    that arrived after them.  ``paused`` is set while the producer's
+    connection is not read because a copy is too far behind.
+    """
+
+    __slots__ = ("active", "backlog", "complete", "heads", "in_delivery", "in_link", "paused",
+                 "settle", "size", "waiting")
+
+    def __init__(self, in_delivery: Any, in_link: InLink, size: int) -> None:
+        self.in_delivery = in_delivery
+        self.in_link = in_link
+        self.size = size
+        self.active: dict[OutLink, tuple[Any, Transfer | Fanout | None, bool]] = {}
+        self.waiting: list[OutLink] = []
+        self.heads: dict[OutLink, bytes] = {}
+        self.backlog = bytearray()
+        self.complete = False
+        self.settle = False
+        self.paused = False
 
 
 class RouterLink:
