@@ -20,7 +20,7 @@ import select
 import socket
 import time
 from collections.abc import Callable, Container, Iterable
-from typing import Any
+from typing import Any, Final
 
 from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
@@ -78,9 +78,9 @@ _TICK_S = 1.0
 _CLOSE_GRACE_S = 2.0
 _IO_BUFFER = 65536
 
-PN_DELIVERY = lib.PN_DELIVERY
-PN_TRANSPORT = lib.PN_TRANSPORT
-PN_LINK_FLOW = lib.PN_LINK_FLOW
+PN_DELIVERY: Final = lib.PN_DELIVERY
+PN_TRANSPORT: Final = lib.PN_TRANSPORT
+PN_LINK_FLOW: Final = lib.PN_LINK_FLOW
 
 
 def accepted(listener: Listener, now: float) -> None:
@@ -732,16 +732,16 @@ class Engine(Lifecycle):
     def _write(self, conn: Conn) -> None:
         tptr = conn.tptr
         sock = conn.sock
+        ended = False
         while True:
-            pending = lib.pn_transport_pending(tptr)
-            if pending < 0:
+            # peek asks the transport for its output itself: < 0 once it has ended.
+            n = lib.pn_transport_peek(tptr, self._wcbuf, _IO_BUFFER)
+            if n < 0:
+                ended = True
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_WR)
                 break
-            if pending == 0:
-                break
-            n = lib.pn_transport_peek(tptr, self._wcbuf, min(pending, _IO_BUFFER))
-            if n <= 0:
+            if n == 0:
                 break
             try:
                 sent = sock.send(self._wview[:n])
@@ -760,7 +760,7 @@ class Engine(Lifecycle):
         if conn.want_write:
             conn.want_write = False
             self._arm(conn)
-        if lib.pn_transport_closed(tptr):
+        if ended and lib.pn_transport_closed(tptr):
             self._close(conn)
 
     # -- time --------------------------------------------------------------------
@@ -875,6 +875,9 @@ class Engine(Lifecycle):
         while True:
             e = peek(collector)
             if not e:
+                if fwd.settle_later:
+                    fwd.settle_deferred()
+                    continue
                 return
             t = etype(e)
             try:
@@ -904,6 +907,8 @@ class Engine(Lifecycle):
                     elif type(link) is RoutedEnd:
                         fwd.relay_flow(link)
                 else:
+                    if fwd.settle_later:
+                        fwd.settle_deferred()
                     self._lifecycle(t, e)
             except Exception:
                 log.exception("internal error handling proton event %s",

@@ -53,27 +53,27 @@ _MULTICAST = Distribution.MULTICAST
 _CLOSEST = Distribution.CLOSEST
 
 # Bound once: every attribute lookup on ``lib`` costs on the hot path.
-pn_delivery = lib.pn_delivery
-pn_delivery_readable = lib.pn_delivery_readable
-pn_delivery_partial = lib.pn_delivery_partial
-pn_delivery_pending = lib.pn_delivery_pending
-pn_delivery_aborted = lib.pn_delivery_aborted
-pn_delivery_settled = lib.pn_delivery_settled
-pn_delivery_settle = lib.pn_delivery_settle
-pn_delivery_update = lib.pn_delivery_update
-pn_delivery_remote_state = lib.pn_delivery_remote_state
-pn_delivery_remote = lib.pn_delivery_remote
-pn_delivery_local = lib.pn_delivery_local
-pn_delivery_abort = lib.pn_delivery_abort
-pn_link_recv = lib.pn_link_recv
-pn_link_send = lib.pn_link_send
-pn_link_advance = lib.pn_link_advance
-pn_link_credit = lib.pn_link_credit
-pn_link_flow = lib.pn_link_flow
-pn_link_get_drain = lib.pn_link_get_drain
-pn_link_drained = lib.pn_link_drained
-pn_link_set_drain = lib.pn_link_set_drain
-pn_link_current = lib.pn_link_current
+pn_delivery: Final = lib.pn_delivery
+pn_delivery_readable: Final = lib.pn_delivery_readable
+pn_delivery_partial: Final = lib.pn_delivery_partial
+pn_delivery_pending: Final = lib.pn_delivery_pending
+pn_delivery_aborted: Final = lib.pn_delivery_aborted
+pn_delivery_settled: Final = lib.pn_delivery_settled
+pn_delivery_settle: Final = lib.pn_delivery_settle
+pn_delivery_update: Final = lib.pn_delivery_update
+pn_delivery_remote_state: Final = lib.pn_delivery_remote_state
+pn_delivery_remote: Final = lib.pn_delivery_remote
+pn_delivery_local: Final = lib.pn_delivery_local
+pn_delivery_abort: Final = lib.pn_delivery_abort
+pn_link_recv: Final = lib.pn_link_recv
+pn_link_send: Final = lib.pn_link_send
+pn_link_advance: Final = lib.pn_link_advance
+pn_link_credit: Final = lib.pn_link_credit
+pn_link_flow: Final = lib.pn_link_flow
+pn_link_get_drain: Final = lib.pn_link_get_drain
+pn_link_drained: Final = lib.pn_link_drained
+pn_link_set_drain: Final = lib.pn_link_set_drain
+pn_link_current: Final = lib.pn_link_current
 
 #: A multi-frame message gathered to this many bytes while more is still
 #: arriving is forwarded frame by frame from then on (a ``Stream``).

@@ -11,7 +11,7 @@ module applies them with raw proton calls and must not route.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 from router.adapter.pn import NULL, lib
 from router.core import (
@@ -28,13 +28,13 @@ from router.core import (
 )
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
 
-pn_delivery_settled = lib.pn_delivery_settled
-pn_delivery_settle = lib.pn_delivery_settle
-pn_delivery_update = lib.pn_delivery_update
-pn_delivery_remote_state = lib.pn_delivery_remote_state
-pn_delivery_remote = lib.pn_delivery_remote
-pn_delivery_local = lib.pn_delivery_local
-pn_link_set_drain = lib.pn_link_set_drain
+pn_delivery_settled: Final = lib.pn_delivery_settled
+pn_delivery_settle: Final = lib.pn_delivery_settle
+pn_delivery_update: Final = lib.pn_delivery_update
+pn_delivery_remote_state: Final = lib.pn_delivery_remote_state
+pn_delivery_remote: Final = lib.pn_delivery_remote
+pn_delivery_local: Final = lib.pn_delivery_local
+pn_link_set_drain: Final = lib.pn_link_set_drain
 
 # What a producer is told for a copy whose consumer went away (the rule is
 # router.core.settlement's; resolved once here, not per copy).
@@ -106,6 +106,12 @@ class Settling:
         # links busy writing a streamed copy (``router.core.Stream``).
         self.streams: dict[InLink, Stream] = {}
         self.busy: dict[OutLink, Stream] = {}
+        # Consumers' deliveries they settled, settled here in one go once the
+        # events at hand are handled (``settle_deferred``): settling each at
+        # once would wedge a PN_TRANSPORT event for the consumer's connection
+        # between the producer's update and settle, two events per message
+        # instead of none (proton drops an event repeating the last one).
+        self.settle_later: list[Any] = []
 
     def _no_destination(self, d: Any, il: InLink) -> None:
         """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
@@ -126,6 +132,14 @@ class Settling:
         count_outcome(il, state)
         settle_with(d, state, condition, description, not self._arriving(d, il))
         self.dirty.add(il.conn.handle)
+
+    def settle_deferred(self) -> None:
+        """Settle the consumers' deliveries put off by ``outgoing``; called
+        before anything may free their links (and after every batch of events)."""
+        later = self.settle_later
+        self.settle_later = []
+        for od in later:
+            pn_delivery_settle(od)
 
     def _arriving(self, d: Any, il: InLink) -> bool:
         """Whether ``d`` is a streamed message still arriving; if so it is
@@ -173,7 +187,7 @@ class Settling:
                     copy_disposition(d, od, state)
             if settled:
                 del ol.unsettled[od]
-                pn_delivery_settle(od)
+                self.settle_later.append(od)
                 outcome = OUTCOME_INDEX.get(state)
                 if outcome is not None:
                     ol.outcomes[outcome] += 1
@@ -195,7 +209,7 @@ class Settling:
         if settled:
             del ol.unsettled[od]
             ref.copies.pop(od, None)
-            pn_delivery_settle(od)
+            self.settle_later.append(od)
             count_outcome(ol, state)
             if ref.terminal is not None and od in ref.terminal:
                 ref.terminal.discard(od)
