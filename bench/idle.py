@@ -1,7 +1,12 @@
-"""Opening many idle AMQP connections cheaply, for the memory scenario.
+"""Opening many idle AMQP connections cheaply, for the memory scenario, and
+probing a router for readiness.
 
 Each connection is a proton client transport driven by hand over a plain
-socket until the router's OPEN arrives; then it just stays open.
+socket until the router's OPEN arrives; then only the socket is kept (the
+proton objects are dropped, so the bench's own memory stays small), and the
+connection just stays open.  Connections are opened a window at a time so
+that the router's listen backlog never overflows (an overflowing backlog
+drops SYNs, and the client then waits a second or more to retry).
 """
 
 from __future__ import annotations
@@ -14,8 +19,14 @@ from collections.abc import Iterator
 
 from proton import Connection, Endpoint, Transport
 
+# Connections in the middle of their handshake at once: below both programs'
+# listen backlogs (hopd's 128; qdrouterd's proactor default is smaller).
+WINDOW = 32
 
-class _Idle:
+
+class _Client:
+    """A proton client connection over a blocking-free socket, pumped by hand."""
+
     def __init__(self, port: int, n: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.transport = Transport()
@@ -37,6 +48,7 @@ class _Idle:
             self.transport.push(data)
         else:
             self.transport.close_tail()
+            raise RuntimeError("the router closed a connection")
 
     @property
     def open(self) -> bool:
@@ -44,31 +56,58 @@ class _Idle:
 
 
 @contextlib.contextmanager
-def open_idle_connections(port: int, count: int, timeout: float = 60.0) -> Iterator[None]:
+def open_idle_connections(port: int, count: int, timeout: float = 120.0) -> Iterator[None]:
     """Open ``count`` AMQP connections to ``port`` and hold them while inside."""
-    conns = []
+    socks: list[socket.socket] = []
+    selector = selectors.DefaultSelector()
+    pending = held = 0
     try:
-        for i in range(count):
-            conn = _Idle(port, i)
-            conn.flush()
-            conns.append(conn)
         deadline = time.monotonic() + timeout
-        selector = selectors.DefaultSelector()
-        for conn in conns:
-            selector.register(conn.sock, selectors.EVENT_READ, conn)
-        waiting = len(conns)
-        while waiting:
+        while held < count:
+            while pending < WINDOW and len(socks) < count:
+                conn = _Client(port, len(socks))
+                socks.append(conn.sock)
+                conn.flush()
+                selector.register(conn.sock, selectors.EVENT_READ, conn)
+                pending += 1
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{waiting} connections not opened")
+                raise RuntimeError(f"{count - held} of {count} connections not opened")
             for key, _ in selector.select(1.0):
                 conn = key.data
                 conn.read()
                 conn.flush()
-                if conn.open:
+                if conn.open:  # from now on only the socket is kept
                     selector.unregister(conn.sock)
-                    waiting -= 1
+                    pending -= 1
+                    held += 1
         selector.close()
         yield
     finally:
-        for conn in conns:
-            conn.sock.close()
+        selector.close()
+        for sock in socks:
+            sock.close()
+
+
+def wait_ready(port: int, timeout: float = 60.0) -> None:
+    """Return once the router on ``port`` answers a receiving link's attach:
+    it has opened the connection and its routing core has taken the link, so
+    it has worked through whatever it queued at start-up."""
+    deadline = time.monotonic() + timeout
+    conn = _Client(port, 0)
+    try:
+        session = conn.connection.session()
+        session.open()
+        link = session.receiver("bench-ready")
+        link.source.address = "bench.ready"
+        link.target.address = "bench.ready"
+        link.open()
+        conn.flush()
+        conn.sock.settimeout(1.0)
+        while not link.state & Endpoint.REMOTE_ACTIVE:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the router did not answer an attach")
+            with contextlib.suppress(TimeoutError):
+                conn.read()
+            conn.flush()
+    finally:
+        conn.sock.close()

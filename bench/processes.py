@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -85,13 +86,15 @@ class RouterProcess:
         self.conf = self.dir / "hopd.conf"
         self.conf.write_text(conf_text)
         self.log = self.dir / "hopd.log"
-        started = time.perf_counter()
+        self.started = started = time.perf_counter()
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf)],
                                          stdout=log, stderr=subprocess.STDOUT)
         expected = conf_text.count("listener {")
         deadline = time.monotonic() + timeout
         while True:
+            # Both programs log their listeners (bound and listening) and then
+            # "Operational" once the configuration is loaded.
             text = self.log.read_text(errors="replace")
             ports = [int(m.group(2)) for m in _LISTENING.finditer(text)]
             if len(ports) >= expected and "Operational" in text:
@@ -132,13 +135,17 @@ class RouterProcess:
         self.stop()
 
 
-def listener(flavour: Flavour, role: str = "normal", tls: bool = False) -> str:
+def listener(flavour: Flavour, role: str = "normal", tls: bool = False,
+             idle_timeout: int | None = None) -> str:
     """A loopback listener section on a free port, for anonymous clients (over
-    TLS only, with the ``bench-tls`` sslProfile, when ``tls``)."""
+    TLS only, with the ``bench-tls`` sslProfile, when ``tls``); ``idle_timeout``
+    sets idleTimeoutSeconds (0: no heartbeats asked of clients)."""
     text = (f"listener {{\n    host: 127.0.0.1\n    port: {flavour.port()}\n"
             "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n")
     if role != "normal":
         text += f"    role: {role}\n"
+    if idle_timeout is not None:
+        text += f"    idleTimeoutSeconds: {idle_timeout}\n"
     if tls:
         text += "    sslProfile: bench-tls\n    requireSsl: yes\n"
     return text + "}\n"
@@ -155,16 +162,37 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 
 
 def router_conf(*, router_id: str = "Bench", listeners: int = 1, extra: str = "",
-                flavour: Flavour = HOP, tls: tuple[Path, Path] | None = None) -> str:
+                flavour: Flavour = HOP, tls: tuple[Path, Path] | None = None,
+                idle_timeout: int | None = None) -> str:
     """A standalone router with ``listeners`` loopback listeners on free ports;
-    with ``tls`` (certificate, key) they take TLS clients only."""
+    with ``tls`` (certificate, key) they take TLS clients only; ``idle_timeout``
+    as for ``listener``."""
     text = f"router {{\n    mode: standalone\n    id: {router_id}\n}}\n"
     if tls is not None:
         text += (f"sslProfile {{\n    name: bench-tls\n    certFile: {tls[0]}\n"
                  f"    privateKeyFile: {tls[1]}\n}}\n")
-    text += "".join(listener(flavour, tls=tls is not None) for _ in range(listeners))
+    text += "".join(listener(flavour, tls=tls is not None, idle_timeout=idle_timeout)
+                    for _ in range(listeners))
     text += "log {\n    module: DEFAULT\n    enable: notice+\n}\n"
     return text + extra
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise this process's open-file limit to ``wanted`` (the hard limit too,
+    when allowed: root may), else as far as the hard limit allows; routers and
+    load generators started afterwards inherit it.  Returns the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            return wanted
+        except (ValueError, OSError):
+            pass  # not privileged: the hard limit stands
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
 
 
 def start(argv: list[str]) -> subprocess.Popen[str]:

@@ -1,4 +1,5 @@
-"""Medians across rounds, the printed table, results.json and results.png."""
+"""Medians across rounds, the printed table, results.json, results.png
+(throughput and latency) and results-scale.png (the scale scenarios)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 Record = dict[str, Any]
+
+# The routing protocol's control messages, in the order the figures show them.
+CONTROL_KINDS = ("HELLO", "RA", "LSU", "LSR", "MAU", "MAR")
 
 
 def calibration() -> dict[str, float]:
@@ -69,14 +73,31 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
         rate = s.get("rate")
         lat = s.get("latency_us", {})
         other = []
+        if "connections" in s:
+            other.append(f"{s['connections']:,.0f} connections")
+        if "addresses" in s:
+            other.append(f"{s['addresses']:,.0f} addresses")
         if "rss_mb" in s:
             other.append(f"RSS {s['rss_mb']:.0f} MB")
         if "kb_per_connection" in s:
-            other.append(f"{s['kb_per_connection']:.0f} KB/conn")
+            other.append(f"{s['kb_per_connection']:.1f} kB/conn")
+        if "kb_per_address" in s:
+            other.append(f"{s['kb_per_address']:.2f} kB/address")
         if "startup_s" in s:
             other.append(f"start-up {s['startup_s']:.2f} s")
+        if "ready_s" in s:
+            other.append(f"ready {s['ready_s']:.2f} s")
         if "convergence_s" in s:
             other.append(f"{s['routers']:.0f} routers converge in {s['convergence_s']:.1f} s")
+        if "convergence_sim_s" in s:
+            kinds = ", ".join(f"{k} {s['msgs_' + k]:,.0f}" for k in CONTROL_KINDS)
+            other.append(f"{s['routers']:.0f} routers, {s['links']:.0f} links converge in "
+                         f"{s['convergence_sim_s']:.1f} simulated s ({s['wall_s']:.1f} s wall, "
+                         f"{s['cpu_s']:.1f} s CPU); {s['control_messages']:,.0f} control "
+                         f"messages: {kinds}")
+        if "rss_growth_mb" in s:
+            other.append(f"{s['size_mib']:.0f} MiB messages at {s['mib_per_s']:.0f} MiB/s, "
+                         f"RSS +{s['rss_growth_mb']:.1f} MB at most")
         if s.get("dropped"):
             other.append(f"{s['dropped']:.0f} dropped")
         rows.append((
@@ -100,11 +121,16 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
 
 
 def write(out: Path, runs: dict[str, list[Record]], summary: dict[str, Record],
-          settings: dict[str, Any]) -> None:
+          settings: dict[str, Any]) -> list[Path]:
+    """Write the results; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     doc = {"machine": machine(), "settings": settings, "median": summary, "runs": runs}
-    (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    plot(out / "results.png", summary)
+    written = [out / "results.json", out / "results.png"]
+    written[0].write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    plot(written[1], summary)
+    if plot_scale(out / "results-scale.png", summary):
+        written.append(out / "results-scale.png")
+    return written
 
 
 def plot(path: Path, summary: dict[str, Record]) -> None:
@@ -138,6 +164,106 @@ def plot(path: Path, summary: dict[str, Record]) -> None:
     plt.close(fig)
 
 
+# The scale figures, one panel each: (title, measurement, axis label, log axis).
+_SCALE_PANELS = (
+    ("Idle AMQP connections: memory each", "kb_per_connection", "kB per connection", False),
+    ("Configured addresses: start-up", "ready_s", "seconds until an attach is answered",
+     True),
+    ("Resident memory", "rss_mb", "MB", True),
+    ("Convergence of real routers", "convergence_s", "seconds from the last start", False),
+    ("Simulated convergence", "convergence_sim_s", "simulated seconds", False),
+    ("100 MiB messages: router memory growth", "rss_growth_mb", "MB above idle", True),
+)
+
+
+def _label(name: str, s: Record) -> str:
+    for key, unit in (("connections", "conns"), ("addresses", "addresses"),
+                      ("routers", "routers")):
+        if key in s:
+            return f"{name} ({s[key]:,.0f} {unit})"
+    return name
+
+
+def _log_axis(ax: Any, values: list[float]) -> None:
+    """A log x axis whose bars start well left of the smallest, so lengths compare."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    positive = [v for v in values if v > 0]
+    if positive:
+        ax.set_xlim(min(positive) / 4, max(positive) * 4)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_scale(path: Path, summary: dict[str, Record]) -> bool:
+    """Bar charts of the scale scenarios that ran, Hop's beside qdrouterd's
+    where both ran; the simulated runs' control messages by kind.  Returns
+    whether there was anything to plot."""
+    panels = [(title, key, unit, log, [(n, s) for n, s in summary.items() if key in s])
+              for title, key, unit, log in _SCALE_PANELS]
+    panels = [p for p in panels if p[4]]
+    sims = [(n, s) for n, s in summary.items() if "msgs_RA" in s]
+    count = len(panels) + (1 if sims else 0)
+    if not count:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = min(count, 3)
+    rows = (count + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 3.6 * rows), squeeze=False)
+    cells = [ax for row in axes for ax in row]
+    for ax, (title, key, unit, log, entries) in zip(cells, panels, strict=False):
+        labels = [_label(n, s) for n, s in entries][::-1]
+        values = [float(s[key]) for _, s in entries][::-1]
+        colours = ["#d8833b" if ":" in n else "#3b7dd8" for n, _ in entries][::-1]
+        ax.barh(labels, values, color=colours)
+        for y, value in enumerate(values):
+            ax.annotate(f" {value:,.3g}", (value, y), va="center", fontsize=8)
+        if log:
+            _log_axis(ax, values)
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        ax.tick_params(axis="y", labelsize=8)
+    if sims:
+        ax = cells[len(panels)]
+        height = 0.8 / len(sims)
+        counts = []
+        for i, (name, s) in enumerate(sims):
+            values = [max(float(s["msgs_" + k]), 1.0) for k in CONTROL_KINDS]
+            counts += values
+            ax.barh([y + i * height for y in range(len(CONTROL_KINDS))], values, height,
+                    label=_label(name, s))
+        ax.set_yticks([y + height * (len(sims) - 1) / 2 for y in range(len(CONTROL_KINDS))],
+                      CONTROL_KINDS)
+        ax.invert_yaxis()
+        _log_axis(ax, counts)
+        ax.set_xlabel("control messages sent until converged")
+        ax.set_title("Simulated convergence: control messages")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    for ax in cells[count:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+# Scale measurements compared side by side: (key, what, unit, format).
+_SCALE_COMPARED = (
+    ("kb_per_connection", "memory per idle connection", "kB", ".1f"),
+    ("kb_per_address", "memory per configured address", "kB", ".2f"),
+    ("startup_s", "start-up", "s", ".2f"),
+    ("ready_s", "ready", "s", ".2f"),
+    ("rss_mb", "RSS", "MB", ".0f"),
+    ("convergence_s", "convergence", "s", ".1f"),
+    ("rss_growth_mb", "memory growth with large messages", "MB", ".1f"),
+    ("mib_per_s", "large-message throughput", "MiB/s", ".0f"),
+)
+
+
 def comparisons(summary: dict[str, Record]) -> list[str]:
     """Hop's rate and p99 as a share of another router's, where both ran
     (``<flavour>:<name>`` beside ``<name>``)."""
@@ -154,6 +280,10 @@ def comparisons(summary: dict[str, Record]) -> list[str]:
             other.get("latency_us", {}).get("p99")
         if p99 and their_p99:
             parts.append(f"p99 {p99 / their_p99:.1f}x {flavour}'s")
+        for key, what, unit, fmt in _SCALE_COMPARED:
+            if mine.get(key) and other.get(key):
+                parts.append(f"{what} {mine[key]:{fmt}} {unit} against {flavour}'s "
+                             f"{other[key]:{fmt}} {unit} ({mine[key] / other[key]:.2f}x)")
         if parts:
             lines.append(f"{base}: Hop's " + ", ".join(parts))
     if lines:
