@@ -9,6 +9,7 @@ reporting a rate.
 from __future__ import annotations
 
 import re
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from bench.large import large_message
 from bench.processes import (
     HOP,
     Flavour,
@@ -39,15 +41,28 @@ class Scale:
     count: int = 200_000
     big_count: int = 20_000
     latency_seconds: float = 10.0
-    idle_connections: int = 1000
-    addresses: int = 10_000
+    idle_connections: int = 10_000
+    addresses: int = 100_000
+    # qdrouterd loads its configuration in time quadratic in the number of
+    # sections (each new entity is checked against all before it): 10,000
+    # addresses take it minutes, 100,000 hours.  Its side-by-side run uses this
+    # many, beside a Hop run with as many.
+    compare_addresses: int = 10_000
     mesh: int = 10
+    sim_routers: int = 100
+    sim_grid: int = 6
     broker_count: int = 50_000
+    # Very large messages: their size and how many (bench.large).
+    large_size: int = 100 * 2**20
+    large_count: int = 3
     timeout: float = 300.0
+    start_timeout: float = 900.0
 
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
-              addresses=200, mesh=3, broker_count=500, timeout=120.0)
+              addresses=200, compare_addresses=100, mesh=3, sim_routers=10, sim_grid=3,
+              broker_count=500, large_size=4 * 2**20, large_count=1, timeout=120.0,
+              start_timeout=120.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -56,6 +71,10 @@ class Scenario:
     kind: str  # "throughput", "latency" or "scale"
     run: Callable[[dict[str, Path], Scale], Record]
     description: str
+    # Deterministic (a simulation): run in the first round only.
+    once: bool = False
+    # Too long for a default run: only when named in ``--only``.
+    opt_in: bool = False
 
 
 def _send_args(bins: dict[str, Path], url: str, address: str, count: int, size: int,
@@ -175,28 +194,70 @@ def latency(rate: int, flavour: Flavour = HOP) -> Callable[[dict[str, Path], Sca
     return run
 
 
-def idle_connections(bins: dict[str, Path], scale: Scale) -> Record:
-    """Resident memory of a router holding many open, idle AMQP connections."""
-    from bench.idle import open_idle_connections
+def idle_connections(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
+    """Resident memory of a router holding many open, idle AMQP connections
+    (its listener asks no heartbeats of them: idleTimeoutSeconds 0)."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        from bench.idle import open_idle_connections, wait_ready
 
-    with RouterProcess(router_conf()) as router:
-        base = router.rss()
-        with open_idle_connections(router.ports[0], scale.idle_connections):
+        n = scale.idle_connections
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit < n + 256:
+            raise RuntimeError(f"open-file limit {limit} is too low for {n} connections")
+        conf = router_conf(flavour=flavour, idle_timeout=0)
+        with RouterProcess(conf, flavour=flavour) as router:
+            wait_ready(router.ports[0])
             time.sleep(0.5)
-            loaded = router.rss()
-    return {"connections": scale.idle_connections, "rss_mb": loaded / 2**20,
-            "baseline_rss_mb": base / 2**20,
-            "kb_per_connection": (loaded - base) / 1024 / scale.idle_connections}
+            base, cpu0 = router.rss(), router.cpu()
+            started = time.monotonic()
+            with open_idle_connections(router.ports[0], n, timeout=scale.timeout):
+                open_s = time.monotonic() - started
+                cpu = router.cpu() - cpu0
+                time.sleep(1.0)
+                loaded = router.rss()
+                if router.proc.poll() is not None:
+                    raise RuntimeError(f"{flavour.name} exited holding the connections")
+        return {"connections": n, "rss_mb": loaded / 2**20, "baseline_rss_mb": base / 2**20,
+                "kb_per_connection": (loaded - base) / 1024 / n,
+                "open_per_s": n / open_s, "router_cpu_ms_per_connection": cpu * 1e3 / n}
+    return run
 
 
-def many_addresses(bins: dict[str, Path], scale: Scale) -> Record:
-    """Start-up time and memory with many configured addresses."""
-    extra = "".join(f"address {{\n    prefix: svc{i}.region\n    distribution: "
-                    f"{('balanced', 'closest', 'multicast')[i % 3]}\n}}\n"
-                    for i in range(scale.addresses))
-    with RouterProcess(router_conf(extra=extra)) as router:
-        return {"addresses": scale.addresses, "startup_s": router.startup_s,
-                "rss_mb": router.rss() / 2**20}
+def _addresses_conf(count: int) -> str:
+    return "".join(f"address {{\n    prefix: svc{i}.region\n    distribution: "
+                   f"{('balanced', 'closest', 'multicast')[i % 3]}\n}}\n"
+                   for i in range(count))
+
+
+def many_addresses(flavour: Flavour = HOP, *, compare: bool = False,
+                   start_timeout: float = 0.0) -> Callable[[dict[str, Path], Scale], Record]:
+    """Start-up time and memory with many configured addresses (``compare``:
+    ``Scale.compare_addresses`` of them, else ``Scale.addresses``).
+
+    ``startup_s``: from the process's start until it logs its listeners and
+    "Operational"; ``ready_s``: until it answers a link's attach, which its
+    routing core handles after whatever it queued at start-up.  The memory
+    per address is over the same router started with none."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        from bench.idle import wait_ready
+
+        n = scale.compare_addresses if compare else scale.addresses
+        with RouterProcess(router_conf(flavour=flavour), flavour=flavour) as router:
+            wait_ready(router.ports[0])
+            time.sleep(0.5)
+            base = router.rss()
+        timeout = start_timeout or scale.start_timeout
+        with RouterProcess(router_conf(flavour=flavour, extra=_addresses_conf(n)),
+                           flavour=flavour, timeout=timeout) as router:
+            wait_ready(router.ports[0], timeout)
+            ready = time.perf_counter() - router.started
+            cpu = router.cpu()
+            time.sleep(0.5)
+            rss = router.rss()
+        return {"addresses": n, "startup_s": router.startup_s, "ready_s": ready,
+                "startup_cpu_s": cpu, "rss_mb": rss / 2**20, "baseline_rss_mb": base / 2**20,
+                "kb_per_address": (rss - base) / 1024 / n}
+    return run
 
 
 SCENARIOS = [
@@ -222,10 +283,13 @@ SCENARIOS = [
              description="one router, 1,000 msg/s, 100 B"),
     Scenario(name="latency-5000", kind="latency", run=latency(5000),
              description="one router, 5,000 msg/s, 100 B"),
-    Scenario(name="idle-connections", kind="scale", run=idle_connections,
+    Scenario(name="idle-connections", kind="scale", run=idle_connections(),
              description="resident memory with idle AMQP connections"),
-    Scenario(name="many-addresses", kind="scale", run=many_addresses,
+    Scenario(name="many-addresses", kind="scale", run=many_addresses(),
              description="start-up time and memory with configured addresses"),
+    Scenario(name="many-addresses-10k", kind="scale", run=many_addresses(compare=True),
+             description="start-up time and memory with as many configured addresses as "
+                         "qdrouterd's run (10,000 at full scale)"),
 ]
 
 
@@ -331,13 +395,28 @@ def line3_latency(rate: int,
     return run
 
 
-def mesh_convergence(bins: dict[str, Path], scale: Scale) -> Record:
+def mesh_convergence(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     """Time for a full mesh of routers to know every route, from the last start."""
-    size = scale.mesh
-    with _Network([list(range(i)) for i in range(size)]) as net:
-        seconds = _wait_converged(net.routers, scale.timeout)
-        rss = max(r.rss() for r in net.routers)
-    return {"routers": size, "convergence_s": seconds, "rss_mb": rss / 2**20}
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        size = scale.mesh
+        with _Network([list(range(i)) for i in range(size)], flavour) as net:
+            seconds = _wait_converged(net.routers, scale.timeout)
+            rss = max(r.rss() for r in net.routers)
+        return {"routers": size, "convergence_s": seconds, "rss_mb": rss / 2**20}
+    return run
+
+
+def sim_convergence(topology: str) -> Callable[[dict[str, Path], Scale], Record]:
+    """A simulated network converging (``bench.sim``): ``random`` (average
+    degree 3, fixed seed) of ``Scale.sim_routers`` routers, or a ``grid`` of
+    ``Scale.sim_grid`` routers a side."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        from bench import sim
+
+        edges = (sim.random_topology(scale.sim_routers) if topology == "random"
+                 else sim.grid_topology(scale.sim_grid, scale.sim_grid))
+        return {**sim.converge(edges), "topology": topology}
+    return run
 
 
 SCENARIOS += [
@@ -347,8 +426,21 @@ SCENARIOS += [
              description="3-router line, 1,000 msg/s, 100 B"),
     Scenario(name="latency-5000-line3", kind="latency", run=line3_latency(5000),
              description="3-router line, 5,000 msg/s, 100 B"),
-    Scenario(name="mesh-convergence", kind="scale", run=mesh_convergence,
+    Scenario(name="mesh-convergence", kind="scale", run=mesh_convergence(),
              description="link-state convergence of a full mesh of routers"),
+    Scenario(name="sim-convergence-100", kind="scale", run=sim_convergence("random"),
+             once=True,
+             description="simulated network (real routing cores and codec, in memory) of "
+                         "100 routers, random links of average degree 3, converging"),
+    Scenario(name="sim-convergence-grid", kind="scale", run=sim_convergence("grid"),
+             once=True,
+             description="simulated square grid of routers (6x6 at full scale) converging"),
+]
+
+
+SCENARIOS += [
+    Scenario(name="router-100m", kind="scale", run=large_message(),
+             description="one router, 100 MiB messages, unsettled: router memory and MiB/s"),
 ]
 
 
@@ -356,6 +448,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
     """The same runs on another router program, named ``<flavour>:<scenario>``,
     to be run side by side with Hop's in the same rounds."""
     return [
+        Scenario(name=f"{flavour.name}:router-100m", kind="scale",
+                 run=large_message(flavour),
+                 description=f"{flavour.name}, one router, 100 MiB messages, unsettled"),
         Scenario(name=f"{flavour.name}:router-100", kind="throughput",
                  run=one_router(100, False, flavour),
                  description=f"{flavour.name}, one router, 100 B, unsettled"),
@@ -392,6 +487,20 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:linkroute-100", kind="throughput",
                  run=link_routed(flavour),
                  description=f"{flavour.name}, a link-routed sender to a container, 100 B"),
+        Scenario(name=f"{flavour.name}:idle-connections", kind="scale",
+                 run=idle_connections(flavour),
+                 description=f"{flavour.name}, resident memory with idle AMQP connections"),
+        Scenario(name=f"{flavour.name}:many-addresses-10k", kind="scale",
+                 run=many_addresses(flavour, compare=True),
+                 description=f"{flavour.name}, start-up time and memory with configured "
+                             "addresses (10,000 at full scale)"),
+        Scenario(name=f"{flavour.name}:many-addresses", kind="scale",
+                 run=many_addresses(flavour, start_timeout=12 * 3600.0), opt_in=True,
+                 description=f"{flavour.name}, start-up time and memory with configured "
+                             "addresses (100,000 at full scale: hours; only when named)"),
+        Scenario(name=f"{flavour.name}:mesh-convergence", kind="scale",
+                 run=mesh_convergence(flavour),
+                 description=f"{flavour.name}, link-state convergence of a full mesh"),
     ]
 
 
