@@ -177,7 +177,7 @@ class Forwarder(RemoteForwarding, Relay):
         if pn_delivery_aborted(d):
             # Nothing was forwarded yet (messages are forwarded once complete),
             # so an aborted transfer just goes away; no outcome is due (6.5).
-            il.partial = None
+            self._whole(il)
             pn_delivery_settle(d)
             self.credit_dirty.add(il)
             return
@@ -189,6 +189,7 @@ class Forwarder(RemoteForwarding, Relay):
             n = pn_link_recv(lptr, self._cbuf, n)
         if il.partial is None:
             il.partial = bytearray()
+            il.conn.partials += 1
         if n > 0:
             il.partial += self._view[:n]
         if len(il.partial) > il.max_size:
@@ -199,7 +200,7 @@ class Forwarder(RemoteForwarding, Relay):
                 self._stream_begin(d, il)
             return
         data = bytes(il.partial)
-        il.partial = None
+        self._whole(il)
         settled = pn_delivery_settled(d)
         pn_link_advance(lptr)
         il.delivered += 1
@@ -213,7 +214,7 @@ class Forwarder(RemoteForwarding, Relay):
         """A message above the connection's policy size limit (reference 5.3
         step 1): rejected and settled; the engine then closes the link and
         the connection (``oversized``).  Nothing more is read on the link."""
-        il.partial = None
+        self._whole(il)
         il.max_size = -1
         il.delivered += 1
         self._finish(d, il, REJECTED, "amqp:link:message-size-exceeded",
@@ -661,7 +662,7 @@ class Forwarder(RemoteForwarding, Relay):
         # The last frame is in.
         stream.complete = True
         del self.streams[il]
-        il.partial = None
+        self._whole(il)
         pn_link_advance(lptr)
         if stream.paused:
             self._resume(stream)
@@ -710,7 +711,7 @@ class Forwarder(RemoteForwarding, Relay):
         nothing is owed to the producer (an aborted transfer has no outcome)."""
         il = stream.in_link
         self.streams.pop(il, None)
-        il.partial = None
+        self._whole(il)
         self.streams_aborted += 1
         if stream.paused:
             self._resume(stream)

@@ -454,6 +454,9 @@ def router_counts(engine: Engine) -> dict[str, int]:
         "deliveriesDelayed1Sec": totals["delayed1"],
         "deliveriesDelayed10Sec": totals["delayed10"],
         "deliveriesStuck": totals["stuck"],
+        "deliveriesStreamed": fwd.streamed,
+        "deliveriesStreamedAborted": fwd.streams_aborted,
+        "streamingPauses": fwd.stream_pauses,
     }
 
 

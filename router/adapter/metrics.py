@@ -68,6 +68,9 @@ _ROUTER_SERIES = (
     ("qdr_links_blocked_total", "gauge", "linksBlocked"),
     ("qdr_deliveries_redirected_to_fallback_total", "counter",
      "deliveriesRedirectedToFallback"),
+    ("hop_deliveries_streamed_total", "counter", "deliveriesStreamed"),
+    ("hop_deliveries_streamed_aborted_total", "counter", "deliveriesStreamedAborted"),
+    ("hop_streaming_pauses_total", "counter", "streamingPauses"),
 )
 
 _LINK_COUNTERS = (

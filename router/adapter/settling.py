@@ -133,6 +133,13 @@ class Settling:
         settle_with(d, state, condition, description, not self._arriving(d, il))
         self.dirty.add(il.conn.handle)
 
+    @staticmethod
+    def _whole(il: InLink) -> None:
+        """``il`` is no longer in the middle of a message."""
+        if il.partial is not None:
+            il.partial = None
+            il.conn.partials -= 1
+
     def settle_deferred(self) -> None:
         """Settle the consumers' deliveries put off by ``outgoing``; called
         before anything may free their links (and after every batch of events)."""
@@ -331,7 +338,7 @@ class Settling:
         multicast copies are settled MODIFIED toward their consumers."""
         unsettled = il.unsettled
         il.unsettled = {}
-        il.partial = None
+        self._whole(il)
         for ref in unsettled.values():
             ref.in_delivery = None
             if type(ref) is Fanout:

@@ -48,6 +48,7 @@ class Connection:
         "max_message_size",
         "name",
         "out_links",
+        "partials",
         "role",
         "routed",
         "strip_in",
@@ -80,6 +81,9 @@ class Connection:
         self.in_links: dict[LinkId, InLink] = {}
         self.out_links: dict[LinkId, OutLink] = {}
         self.routed: dict[LinkId, RoutedEnd] = {}
+        # How many of its incoming links are in the middle of a message
+        # (``InLink.partial`` set): the adapter then reads more at a time.
+        self.partials = 0
         # The largest message its senders may send (policy), in bytes.
         self.max_message_size = NO_SIZE_LIMIT
         # The only non-empty user-id its messages may carry (policy without

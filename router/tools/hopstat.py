@@ -117,6 +117,9 @@ def general(client: Management, options: Options) -> Output:
                 ("Deliveries Delayed > 10sec", "deliveriesDelayed10Sec"),
                 ("Deliveries Stuck > 10sec", "deliveriesStuck"),
                 ("Deliveries to Fallback", "deliveriesRedirectedToFallback"),
+                ("Deliveries Streamed", "deliveriesStreamed"),
+                ("Streamed and Aborted", "deliveriesStreamedAborted"),
+                ("Streaming Pauses", "streamingPauses"),
                 ("Links Blocked", "linksBlocked"))
     pairs += [(label, value(name)) for label, name in optional if name in r]
     pairs += [

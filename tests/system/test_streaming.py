@@ -16,6 +16,7 @@ from proton.utils import BlockingConnection, BlockingSender
 from tests.system.clients import connect, wait_credit
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
+from tests.system.mgmt import Management
 from tests.system.network import start_network
 from tests.system.stream_consumer import StreamConsumer, run_until
 
@@ -111,6 +112,11 @@ def test_anycast_frames_flow_before_the_message_is_complete(hop: Hop) -> None:
     producer.close()
     consumer.close()
 
+    mgmt = Management(hop.url)
+    [router] = mgmt.query("router", "deliveriesStreamed", "deliveriesStreamedAborted")
+    mgmt.close()
+    assert router == {"deliveriesStreamed": 2, "deliveriesStreamedAborted": 1}
+
 
 def test_multicast_copies_stream_and_abort_together(start_router: StartRouter) -> None:
     hop = start_router(router_conf(MULTICAST))
@@ -169,6 +175,10 @@ def test_a_consumer_that_falls_behind_holds_the_producer(hop: Hop) -> None:
     assert rss_kb(hop, "VmHWM") - before < 20 * 1024
     producer.close()
     consumer.close()
+    mgmt = Management(hop.url)
+    [router] = mgmt.query("router", "streamingPauses")
+    mgmt.close()
+    assert router["streamingPauses"] >= 1
 
 
 def test_a_copy_waiting_for_credit_keeps_little_and_then_streams(hop: Hop) -> None:
