@@ -133,32 +133,67 @@ def write(out: Path, runs: dict[str, list[Record]], summary: dict[str, Record],
     return written
 
 
+def _split(name: str) -> tuple[str, str]:
+    """``"qdrouterd:router-100"`` -> ``("qdrouterd", "router-100")``; Hop's are ``"hop"``."""
+    flavour, _, base = name.rpartition(":")
+    return (flavour or "hop"), base
+
+
+def _grouped(summary: dict[str, Record],
+             pick: Any) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Scenarios in run order, and for each program its value of ``pick(record)``
+    (None: not plotted)."""
+    bases: list[str] = []
+    values: dict[str, dict[str, float]] = {}
+    for name, s in summary.items():
+        value = pick(name, s)
+        if value is None:
+            continue
+        flavour, base = _split(name)
+        if base not in bases:
+            bases.append(base)
+        values.setdefault(flavour, {})[base] = value
+    return bases, values
+
+
 def plot(path: Path, summary: dict[str, Record]) -> None:
+    """Throughput and p99 latency, each scenario's programs side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = [(n, s["rate"]) for n, s in summary.items()
-             if "rate" in s and "latency" not in n]
-    lats = [(n, s["latency_us"]) for n, s in summary.items()
-            if n.startswith("latency") and "latency_us" in s]
+    rate_bases, rates = _grouped(summary, lambda n, s: s.get("rate") if "rate" in s and
+                                 "latency" not in n and "mib_per_s" not in s else None)
+    lat_bases, p99s = _grouped(summary, lambda n, s: s["latency_us"]["p99"]
+                               if _split(n)[1].startswith("latency") and "latency_us" in s
+                               else None)
+    flavours = sorted(set(rates) | set(p99s), key=lambda f: (f != "hop", f))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    height = 0.8 / max(1, len(flavours))
     ax = axes[0]
-    if rates:
-        ax.barh([n for n, _ in rates][::-1], [r for _, r in rates][::-1], color="#3b7dd8")
-    ax.set_xlabel("messages per second (median)")
+    for i, flavour in enumerate(flavours):
+        ys = [y - i * height for y in range(len(rate_bases))][::-1]
+        ax.barh([y for y, b in zip(ys, rate_bases, strict=True) if b in rates.get(flavour, {})],
+                [rates[flavour][b] for b in rate_bases if b in rates.get(flavour, {})],
+                height, label=flavour)
+    ax.set_yticks([y - 0.4 + height / 2 for y in range(len(rate_bases))][::-1], rate_bases)
+    ax.set_xscale("log")
+    ax.set_xlabel("messages per second (median, log scale)")
     ax.set_title("Throughput")
-    ax = axes[1]
-    if lats:
-        width = 0.25
-        for i, p in enumerate(("p50", "p99", "p999")):
-            ax.bar([x + i * width for x in range(len(lats))], [lat[p] for _, lat in lats],
-                   width, label=p)
-        ax.set_xticks([x + width for x in range(len(lats))], [n for n, _ in lats], rotation=15)
+    if flavours:
         ax.legend()
-    ax.set_ylabel("microseconds")
+    ax = axes[1]
+    for i, flavour in enumerate(flavours):
+        xs = [x + i * height for x, b in enumerate(lat_bases) if b in p99s.get(flavour, {})]
+        ax.bar(xs, [p99s[flavour][b] for b in lat_bases if b in p99s.get(flavour, {})],
+               height, label=flavour)
+    ax.set_xticks([x + 0.4 - height / 2 for x in range(len(lat_bases))], lat_bases,
+                  rotation=15)
+    ax.set_ylabel("p99, microseconds")
     ax.set_title("Latency at a fixed rate")
+    if flavours:
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
