@@ -12,6 +12,12 @@ never accepted, so the router or the broker behind it delivers them again
 to the new reader; when they carry a message-id, those second copies are
 recognised and accepted without being emitted again (``deduplicate``).
 
+A committed batch leaves a small mark in the journal, its message-ids, until
+the next commit: its messages are accepted once Spark has committed it, and
+a reader killed between the two (as Spark kills its source process when a
+query stops) has them come back from the router after the restart. The mark
+tells they were processed, so they are accepted at once, not emitted again.
+
 The ledger does no I/O on the network: it is given received messages and
 says which to accept or release; ``token`` is the receiver's handle.
 """
@@ -49,44 +55,71 @@ class Batch:
     end: int
     records: list[Record]
     recovered: bool = False  # read back from the journal after a restart
+    committed: bool = False  # a mark of a batch Spark committed (ids only)
     duplicates: list[Record] = attrs.Factory(list)  # second copies held until commit
 
 
 class Journal:
-    """Batches on disk, one file each, written whole before Spark learns their offsets."""
+    """Batches on disk, one file each, written whole before Spark learns their offsets.
 
-    _NAME = re.compile(r"^(\d+)-(\d+)\.batch$")
+    ``S-E.batch`` holds a batch Spark may run (again); ``S-E.done`` the
+    message-ids of a batch Spark committed, kept until the next commit.
+    """
+
+    _NAME = re.compile(r"^(\d+)-(\d+)\.(batch|done)$")
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, batch: Batch) -> None:
-        rows = [(r.data, r.address, r.received_at_s, r.message_id) for r in batch.records]
-        path = self.directory / f"{batch.start}-{batch.end}.batch"
+    def _path(self, batch: Batch, kind: str) -> Path:
+        return self.directory / f"{batch.start}-{batch.end}.{kind}"
+
+    @staticmethod
+    def _dump(path: Path, value: Any) -> None:
+        """Write ``value`` to ``path`` whole or not at all."""
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
-            pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def remove(self, batch: Batch) -> None:
-        (self.directory / f"{batch.start}-{batch.end}.batch").unlink(missing_ok=True)
+    def write(self, batch: Batch) -> None:
+        self._dump(self._path(batch, "batch"),
+                   [(r.data, r.address, r.received_at_s, r.message_id) for r in batch.records])
 
-    def load(self) -> list[Batch]:
-        batches = []
-        for path in self.directory.iterdir():
+    def done(self, batch: Batch) -> None:
+        """Spark committed ``batch``: keep only its message-ids (if it has any)."""
+        ids = [r.message_id for r in batch.records if r.message_id is not None]
+        if ids:
+            self._dump(self._path(batch, "done"), ids)
+        self._path(batch, "batch").unlink(missing_ok=True)
+
+    def remove(self, batch: Batch) -> None:
+        self._path(batch, "batch").unlink(missing_ok=True)
+        self._path(batch, "done").unlink(missing_ok=True)
+
+    def load(self) -> tuple[list[Batch], list[Batch]]:
+        """The batches Spark may run, and the marks of committed ones (by start)."""
+        found: dict[tuple[int, int], Batch] = {}
+        for path in sorted(self.directory.iterdir(), key=lambda p: p.suffix == ".done"):
             match = self._NAME.match(path.name)
             if not match:
                 continue
             with open(path, "rb") as f:
                 rows = pickle.load(f)
-            records = [Record(data=d, address=a, received_at_s=t, message_id=m)
-                       for d, a, t, m in rows]
-            batches.append(Batch(start=int(match[1]), end=int(match[2]), records=records,
-                                 recovered=True))
-        return sorted(batches, key=lambda b: b.start)
+            start, end = int(match[1]), int(match[2])
+            if match[3] == "done":  # a crash between writing it and removing the batch
+                records = [Record(data=b"", address=None, received_at_s=0.0, message_id=m)
+                           for m in rows]
+            else:
+                records = [Record(data=d, address=a, received_at_s=t, message_id=m)
+                           for d, a, t, m in rows]
+            found[start, end] = Batch(start=start, end=end, records=records, recovered=True,
+                                      committed=match[3] == "done")
+        batches = sorted(found.values(), key=lambda b: b.start)
+        return ([b for b in batches if not b.committed], [b for b in batches if b.committed])
 
 
 @attrs.define
@@ -107,12 +140,22 @@ class Ledger:
         # message-id -> the recovered batch that holds it (None once committed)
         self._seen: dict[str, Batch | None] = {}
         self._resolved = journal is None
+        # Committed batches whose marks stay in the journal until the next commit,
+        # and those committed since the last call from Spark.
+        self._marked: list[Batch] = []
+        self._marking: list[Batch] = []
         if journal is not None:
-            for batch in journal.load():
+            pending, committed = journal.load()
+            for batch in pending:
                 self.batches[batch.start] = batch
                 for rec in batch.records:
                     if rec.message_id is not None:
                         self._seen[rec.message_id] = batch
+            for batch in committed:
+                self._marked.append(batch)
+                for rec in batch.records:
+                    if rec.message_id is not None:
+                        self._seen[rec.message_id] = None
 
     # -- input from the receiver ------------------------------------------------
 
@@ -176,7 +219,8 @@ class Ledger:
     def _finish(self, batch: Batch) -> list[Token]:
         self.batches.pop(batch.start, None)
         if self.journal is not None:
-            self.journal.remove(batch)
+            self.journal.done(batch)
+            self._marking.append(batch)
         for rec in batch.records:
             if rec.message_id is None or self._seen.get(rec.message_id) is not batch:
                 continue
@@ -192,6 +236,7 @@ class Ledger:
     def plan(self, start: int, limit: int | None) -> tuple[int, Settle]:
         """The end offset of the next batch from ``start``, of at most ``limit`` messages."""
         settle = self._resolve(start)
+        self._unmark()
         pending = self.batches.get(start)
         if pending is not None and not pending.recovered:
             return pending.end, settle
@@ -215,6 +260,7 @@ class Ledger:
     def records(self, start: int, end: int) -> tuple[list[Record], Settle]:
         """The records of offsets [start, end): those of the batches planned in that range."""
         settle = self._resolve(start)
+        self._unmark()
         out: list[Record] = []
         for batch in sorted(self.batches.values(), key=lambda b: b.start):
             if batch.start >= start and batch.end <= end:
@@ -227,7 +273,18 @@ class Ledger:
         for batch in sorted(self.batches.values(), key=lambda b: b.start):
             if batch.end <= end:
                 settle.accept.extend(self._finish(batch))
+        self._unmark()
         return settle
+
+    def _unmark(self) -> None:
+        """Batches were committed by this call: the marks of those committed
+        before are no longer needed, their accepts went out with the last call."""
+        if not self._marking:
+            return
+        if self.journal is not None:
+            for batch in self._marked:
+                self.journal.remove(batch)
+        self._marked, self._marking = self._marking, []
 
     def release_all(self) -> Settle:
         """The query stops: give back every message not accepted yet."""

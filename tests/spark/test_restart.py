@@ -23,8 +23,12 @@ from typing import Any
 
 import pytest
 from proton import Delivery, Message
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
+from spark.options import read_settings
+from spark.source import StreamReader
 from tests.spark.amqp import Producer
+from tests.spark.die_after_commit import batch_ids
 from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, waypoint
 from tests.system.harness import Hop, router_conf, start, wait_for
 from tests.system.rabbitmq import RabbitMQ, running
@@ -111,6 +115,46 @@ def test_a_query_killed_mid_stream_and_restarted_loses_nothing(
     before = len(written_ids(spark, out))
     assert before < TOTAL, "killed part way"
     finish_and_check(spark, brokered, rabbitmq, checkpoint, out, before)
+
+
+def test_a_reader_killed_between_a_commit_and_its_accepts_emits_nothing_twice(
+        brokered: Hop, rabbitmq: RabbitMQ, tmp_path: Path) -> None:
+    """Spark kills its source process when a query stops. Landing after Spark
+    committed a batch and before the reader accepted its messages, the kill
+    has the broker deliver them again; the journal's mark of the committed
+    batch has them accepted at once, not emitted a second time."""
+    fill_queue(brokered, rabbitmq)
+    checkpoint = tmp_path / "ck"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    first = subprocess.run(
+        [sys.executable, "-m", "tests.spark.die_after_commit", brokered.url, "spark.events",
+         str(checkpoint), "100"], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=WAIT_S)
+    assert first.returncode == 3, first.stdout + first.stderr
+    committed = json.loads(first.stdout.splitlines()[-1])
+    assert 0 < len(committed) <= 100
+
+    reader = StreamReader(read_settings({"url": brokered.url, "address": "spark.events",
+                                         "checkpointLocation": str(checkpoint)}))
+    start, emitted = {"seq": len(committed)}, list[str]()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(emitted) < TOTAL - len(committed) and time.monotonic() < deadline:
+            end = reader.latestOffset(start, ReadMaxRows(500))
+            if end == start:
+                time.sleep(0.1)
+                continue
+            emitted += batch_ids(reader, start, end)
+            start = end
+        reader.latestOffset(start, ReadMaxRows(500))  # the last batch is committed
+    finally:
+        reader.stop()
+    assert not set(committed) & set(emitted), "a committed message emitted again"
+    assert sorted(emitted + committed) == sorted(f"e{i}" for i in range(TOTAL)), \
+        "each message emitted once"
+    wait_for(lambda: rabbitmq.queue_counts("spark.events") == (0, 0), 30,
+             "every message accepted on the broker")
 
 
 def finish_and_check(spark: Any, brokered: Hop, rabbitmq: RabbitMQ, checkpoint: Path,

@@ -63,12 +63,58 @@ def test_a_journaled_batch_replays_the_same_rows_after_a_restart(tmp_path: Path)
         assert second.received(rec(n, token=f"again{n}")).accept == []
     assert second.buffered == 0 and second.duplicates_dropped == 4
     assert second.commit(4).accept == ["again0", "again1", "again2", "again3"]
-    assert not list(tmp_path.iterdir()), "a committed batch leaves the journal"
+    assert names(tmp_path) == ["0-4.done"], "a committed batch leaves only its mark"
     # a copy arriving late is accepted at once
     assert second.received(rec(2, token="late")).accept == ["late"]
     # a new message with a new id is a new row
     feed(second, 9)
     assert second.plan(4, None)[0] == 5
+    assert names(tmp_path) == ["0-4.done", "4-5.batch"]
+    assert second.commit(5).accept == ["t9"]
+    assert names(tmp_path) == ["4-5.done"], "a mark lasts until the next commit"
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_a_batch_committed_but_never_accepted_is_not_emitted_again(tmp_path: Path) -> None:
+    """Spark committed the batch, then killed the reader before its accepts went out."""
+    first = Ledger(Journal(tmp_path))
+    feed(first, 0, 1, 2)
+    assert first.plan(0, 2)[0] == 2
+    assert first.commit(2).accept == ["t0", "t1"]  # ... and the process dies here
+    second = Ledger(Journal(tmp_path))
+    end, settle = second.plan(2, None)  # Spark starts after the committed batch
+    assert (end, settle.accept) == (2, [])
+    # the router delivers every unaccepted message again
+    assert second.received(rec(0, token="r0")).accept == ["r0"]
+    assert second.received(rec(1, token="r1")).accept == ["r1"]
+    assert second.received(rec(2, token="r2")).accept == []
+    assert second.buffered == 1 and second.duplicates_dropped == 2
+    assert second.plan(2, None)[0] == 3
+    assert [r.token for r in second.records(2, 3)[0]] == ["r2"]
+    assert second.commit(3).accept == ["r2"]
+    assert names(tmp_path) == ["2-3.done"]
+
+
+def test_a_mark_written_before_its_batch_was_removed_wins(tmp_path: Path) -> None:
+    """A crash between writing the mark and removing the batch file."""
+    first = Ledger(Journal(tmp_path))
+    feed(first, 0, 1)
+    first.plan(0, None)
+    Journal._dump(tmp_path / "0-2.done", ["id0", "id1"])
+    second = Ledger(Journal(tmp_path))
+    assert second.batches == {}
+    assert second.received(rec(1, token="r1")).accept == ["r1"]
+
+
+def test_a_batch_without_ids_leaves_no_mark(tmp_path: Path) -> None:
+    ledger = Ledger(Journal(tmp_path))
+    ledger.received(rec(0, message_id=None))
+    ledger.plan(0, None)
+    assert ledger.commit(1).accept == ["t0"]
+    assert names(tmp_path) == []
 
 
 def test_a_batch_processed_before_the_crash_is_not_emitted_again(tmp_path: Path) -> None:
