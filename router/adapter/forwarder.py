@@ -297,7 +297,7 @@ class Forwarder(RemoteForwarding, Relay):
             if ann is not None:  # each copy stripped as its connection wants
                 self._route_network(d, il, data, record, info, ann)
             else:
-                self._multicast(d, il, data, consumers)
+                self._multicast(d, il, data, consumers, keys)
             return
         if len(consumers) == 1:
             ol = consumers[0]
@@ -358,17 +358,20 @@ class Forwarder(RemoteForwarding, Relay):
         assert isinstance(found, AddressRecord)
         return found
 
-    def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink]) -> None:
+    def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink],
+                   keys: bool) -> None:
+        """One copy to each local consumer; ``keys`` as ``route`` found it, so
+        that no copy scans the message again for router annotations."""
         if d is None:
             self.credit_dirty.add(il)
             for ol in consumers:
-                self.send(ol, data, None)
+                self.send(ol, data, None, keys)
             return
         f = Fanout(d, il)
         f.pending = len(consumers)
         il.unsettled[d] = f
         for ol in list(consumers):
-            self.send(ol, data, f)
+            self.send(ol, data, f, keys)
 
     # -- sending ---------------------------------------------------------------
 
