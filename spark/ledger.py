@@ -278,7 +278,12 @@ class Ledger:
 
     def _unmark(self) -> None:
         """Batches were committed by this call: the marks of those committed
-        before are no longer needed, their accepts went out with the last call."""
+        before are no longer needed, their accepts went out with the last call.
+
+        Marks read back after a restart go too. Their messages came back from
+        the broker right after the crash, in practice before this commit; a
+        second crash before a copy came back would have it emitted again.
+        """
         if not self._marking:
             return
         if self.journal is not None:
