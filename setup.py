@@ -13,15 +13,21 @@ from setuptools import setup
 # The modules every message passes through (bench.engine_cost measures them).
 COMPILED = [
     "addressing/forwarding.py",
+    "addressing/priority.py",
     "router/core/amqp_codec.py",
     "router/core/message.py",
     "router/core/records.py",
     "router/core/router.py",
     "router/core/settlement.py",
-    "router/adapter/engine.py",
+    "router/adapter/pending.py",
+    "router/adapter/outcomes.py",
+    "router/adapter/sending.py",
+    "router/adapter/streaming.py",
+    "router/adapter/network.py",
     "router/adapter/forwarder.py",
-    "router/adapter/remote.py",
-    "router/adapter/settling.py",
+    "router/adapter/relay.py",
+    "router/adapter/transports.py",
+    "router/adapter/events.py",
 ]
 
 

@@ -9,13 +9,13 @@ the same way).  Only calls made inside ``Engine.run_once`` count, so the
 clients' proton calls and the set-up outside the loop are left out.  The
 calls the router makes through proton's Python API (``proton.*`` and
 ``cproton``) inside ``run_once`` are counted apart.  Each collector event
-that ``Engine._dispatch`` takes is counted by type, deliveries by the
+that ``Events.dispatch`` takes is counted by type, deliveries by the
 router's side of their link.  The wake-ups that open the connections and
 attach the links are counted too (a few hundred calls in all, which a
 large N makes negligible per message).
 
 The counting needs the pure-Python modules: calls are attributed to the
-Python frame that makes them (and events to ``Engine._dispatch``'s), and
+Python frame that makes them (and events to ``Events.dispatch``'s), and
 mypyc-compiled functions have no frames.  ``main`` loads every project
 module from its ``.py`` source even where a compiled extension sits beside
 it, and ``count`` refuses a compiled build.
@@ -44,11 +44,12 @@ from cproton_ffi import ffi, lib
 #: The project's packages, whose modules ``prefer_sources`` loads from source.
 PACKAGES = frozenset({"router", "addressing", "linkroute", "autolink", "conf"})
 #: The modules that must be pure Python for the counts to be complete.
-HOT_MODULES = ("router.adapter.engine", "router.adapter.forwarder",
-               "router.adapter.settling", "router.adapter.remote")
+HOT_MODULES = ("router.adapter.engine", "router.adapter.events",
+               "router.adapter.transports", "router.adapter.forwarder",
+               "router.adapter.outcomes", "router.adapter.sending", "router.adapter.network")
 ROUTER = "router"
 PROTON_API = "proton API"
-_DISPATCH = "Engine._dispatch"
+_DISPATCH = "Events.dispatch"
 _EVENT_TYPE = "pn_event_type"
 
 
@@ -133,7 +134,7 @@ class Tally:
         return counted
 
     def event(self, e: Any, t: int) -> None:
-        """One event as ``Engine._dispatch`` takes it, before it is handled."""
+        """One event as ``Events.dispatch`` takes it, before it is handled."""
         self.events[_name(lib.pn_event_type_name(t))] += 1
         if t == lib.PN_DELIVERY:
             d = lib.pn_event_delivery(e)
@@ -324,7 +325,7 @@ def report(c: Counts, top: int = 30) -> str:
             lines.append(f"{f'({len(functions) - top} more)':<34}{rest / m:>9.3f}{rest:>9}")
         lines.append("")
     lines += [f"collector events per message: {c.events.total() / m:.3f} "
-              f"(popped by Engine._dispatch: {c.popped() / m:.3f})",
+              f"(popped by Events.dispatch: {c.popped() / m:.3f})",
               f"  {'event type':<58}{'per msg':>9}{'total':>9}"]
     lines += [f"  {name:<58}{n / m:>9.3f}{n:>9}" for name, n in c.events.most_common()]
     lines.append("PN_DELIVERY by link side and kind:")

@@ -23,6 +23,7 @@ from proton import Collector, Connection, Delivery, Event, Message, Transport
 import router
 from addressing import AddressTable
 from router.adapter import Engine, ListenerSettings
+from router.assembly import bind, build_engine
 from router.core import Router
 
 BODY = Message(body=b"x" * 100).encode()
@@ -33,7 +34,7 @@ class _Client:
         mine, theirs = socket.socketpair()
         mine.setblocking(False)
         theirs.setblocking(False)
-        engine.adopt(theirs, listener, name)
+        engine.listeners.adopt(theirs, listener, name)
         self.sock = mine
         self.collector = Collector()
         self.connection = Connection()
@@ -80,10 +81,8 @@ def measure(count: int, window: int = 1000,
     """Seconds spent in the router for ``count`` messages, and messages moved."""
     router.RAISE_INTERNAL_ERRORS = True
     core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
-    engine = Engine(router=core, router_id="Cost",
-                    listeners=[ListenerSettings(host="127.0.0.1", port=0)],
-                    clock=lambda: 0.0)
-    listener = engine.bind()[0]
+    engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False)
+    listener = bind(engine, [ListenerSettings(host="127.0.0.1", port=0)])[0]
     recv = _Client(engine, listener, "recv")
     send = _Client(engine, listener, "send")
     rlink = recv.session.receiver("r")

@@ -1,10 +1,13 @@
-"""Turning a configuration into a bound, running-ready router.
+"""The composition root: a configuration turned into a running-ready router.
 
-Owns building the routing core and the engine from a ``conf.RouterConf``,
-opening its listeners and joining its peer group: what ``hopd`` and an
-embedded peer router (``router.embedded``) both do before running the loop.
-The caller owns the process (signals, pidfile, threads) and runs
-``engine.run()``.
+Owns building the routing core and every part of the adapter from a
+``conf.RouterConf`` and wiring them, in ``build_engine``: the loop, the
+AMQP connections and the per-message path, the parts that open
+connections and attach links, management, the listeners, connectors,
+HTTP endpoints and peer group; then opening the listeners and joining the
+peer group (``assemble``).  That is what ``hopd`` and an embedded peer
+router (``router.embedded``) both do before running the loop.  The caller
+owns the process (signals, pidfile, threads) and runs ``engine.run()``.
 """
 
 from __future__ import annotations
@@ -13,24 +16,52 @@ import logging
 import secrets
 import string
 import time
+from collections.abc import Callable, Iterable
 
 import attrs
 
 import conf
 from addressing import AddressTable
-from router import logs
-from router.adapter import Engine, connector_settings, listener_settings
-from router.adapter.connections import Listener
-from router.adapter.discovery import DiscoverySettings
-from router.adapter.settings import SaslError, vhost_from_section
-from router.adapter.tls import TlsError, load_profiles
+from router.adapter import (
+    ConnectorSettings,
+    Engine,
+    Listener,
+    ListenerSettings,
+    SaslError,
+    connector_settings,
+    listener_settings,
+    vhost_from_section,
+)
+from router.adapter.attaching import Attaching
+from router.adapter.certificates import Certificates
+from router.adapter.connectors import Connectors
+from router.adapter.effects import CoreTimers, Effects
+from router.adapter.events import Events
+from router.adapter.forwarder import Forwarder
+from router.adapter.http_server import HttpServer
+from router.adapter.links import Links
+from router.adapter.listeners import Listeners
+from router.adapter.loop import EventLoop
+from router.adapter.managed import build_agent
+from router.adapter.management import ManagementNode
+from router.adapter.metrics import CONTENT_TYPE, Exposition
+from router.adapter.opening import Opening
+from router.adapter.ownlinks import OwnLinks
+from router.adapter.peergroup import DiscoverySettings, PeerGroup
+from router.adapter.pending import Pending
+from router.adapter.relay import Relay
+from router.adapter.stats import RouterStats
+from router.adapter.sweep import Sweep
+from router.adapter.tls import TlsError, TlsProfile, load_profiles
+from router.adapter.transports import Transports
 from router.core import Role, Router
 from router.core.policy import Policy
 from router.service import ServiceError
 
-__all__ = ["Assembled", "assemble", "discovery_settings", "random_token"]
+__all__ = ["Assembled", "assemble", "bind", "build_engine", "discovery_settings",
+           "random_token"]
 
-log = logging.getLogger("router.cli")
+log = logging.getLogger(__name__)
 
 _TOKEN_ALPHABET = string.ascii_letters + string.digits + "+_"
 
@@ -49,6 +80,66 @@ class Assembled:
     bound: list[Listener]
 
 
+def build_engine(*, core: Router, router_id: str,
+                 connectors: Iterable[ConnectorSettings] = (),
+                 section: conf.RouterSection | None = None,
+                 policy: Policy | None = None,
+                 policy_section: conf.PolicySection | None = None,
+                 vhost_sections: dict[str, conf.VhostSection] | None = None,
+                 tls_profiles: dict[str, TlsProfile] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 shutdown_grace_s: float = 0.0, management: bool = True) -> Engine:
+    """Build every part of the adapter around ``core`` and wire them.
+
+    Listeners are opened afterwards (``bind``), and a peer group joined
+    (``engine.group.join``).  Without ``management`` the router serves no
+    ``$management`` node (in-process tests and measurements).
+    """
+    section = section if section is not None else conf.RouterSection()
+    policy = policy if policy is not None else Policy()
+    profiles = tls_profiles if tls_profiles is not None else {}
+    loop = EventLoop(clock)
+    pending = Pending()
+    forwarder = Forwarder(core, router_id, pending, clock)
+    relay = Relay(pending, forwarder.buffer)
+    transports = Transports(loop, pending, router_id)
+    links = Links(forwarder, relay)
+    own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
+    opening = Opening(core, router_id, policy, profiles, transports.by_connection,
+                      transports.by_transport, clock)
+    attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock)
+    effects = Effects(own, forwarder.sender, forwarder.outcomes)
+    stats = RouterStats(core=core, router_id=router_id, section=section,
+                        connections=transports, links=links, counters=forwarder.counters)
+    http = HttpServer(loop, Exposition(stats), CONTENT_TYPE)
+    listeners = Listeners(loop, transports, http, policy)
+    connector_part = Connectors(loop, transports, list(connectors))
+    group = PeerGroup(loop, connector_part)
+    certificates = Certificates(profiles, listeners, connector_part, section)
+    agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
+                        connectors=connector_part, certificates=certificates, policy=policy,
+                        policy_section=policy_section or conf.PolicySection(),
+                        vhost_sections=vhost_sections if vhost_sections is not None else {},
+                        group=group, clock=clock)
+    node = ManagementNode(core, forwarder, agent, effects.apply, policy) if management else None
+    events = Events(router=core, transports=transports, pending=pending, forwarder=forwarder,
+                    relay=relay, links=links, own=own, opening=opening, attaching=attaching,
+                    effects=effects, connectors=connector_part, policy=policy,
+                    management=node)
+    for part in (Sweep(transports), listeners, connector_part, group, http,
+                 CoreTimers(core, effects.apply)):
+        loop.add_part(part)
+    return Engine(router=core, loop=loop, transports=transports, events=events,
+                  forwarder=forwarder, listeners=listeners, connectors=connector_part,
+                  certificates=certificates, group=group,
+                  shutdown_grace_s=shutdown_grace_s)
+
+
+def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener]:
+    """Open every listening socket; raises OSError if one cannot listen."""
+    return [engine.listeners.listen(settings) for settings in listeners]
+
+
 def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> Assembled:
     """Build the router ``cfg`` describes, open its listeners, join its group.
 
@@ -62,9 +153,10 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     for spec in cfg.addresses:
         table.add(spec)
     r = cfg.router
+    instance = int(time.time())
     core = Router(router_id=router_id, addresses=table,
                   default_distribution=r.default_distribution, token=random_token,
-                  interior=mode == "interior", instance=int(time.time()),
+                  interior=mode == "interior", instance=instance,
                   timers={"hello_interval_s": r.hello_interval_seconds,
                           "hello_max_age_s": r.hello_max_age_seconds,
                           "ra_interval_s": r.ra_interval_seconds,
@@ -76,32 +168,24 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
         profiles = load_profiles(cfg.ssl_profiles)
         listeners = [listener_settings(s, profiles, cfg.router) for s in cfg.listeners]
         connectors = [connector_settings(s, profiles) for s in cfg.connectors]
-    except (TlsError, SaslError) as exc:
+        sections = vhost_sections(cfg)
+        policy = build_policy(cfg, sections)
+    except (TlsError, SaslError, ValueError, conf.ConfError) as exc:
         raise ServiceError(str(exc), status=2) from None
-    engine = Engine(router=core, router_id=router_id, listeners=listeners,
-                    connectors=connectors, shutdown_grace_s=shutdown_grace_s)
-    engine.tls_profiles = profiles
-    engine.policy_section = cfg.policy
-    try:
-        engine.policy = build_policy(cfg)
-        engine.vhost_sections = vhost_sections(cfg)
-    except (ValueError, conf.ConfError) as exc:
-        engine.close()
-        raise ServiceError(str(exc), status=2) from None
-    engine.enable_management(cfg.router)
+    engine = build_engine(core=core, router_id=router_id, connectors=connectors,
+                          section=cfg.router, policy=policy, policy_section=cfg.policy,
+                          vhost_sections=sections, tls_profiles=profiles,
+                          shutdown_grace_s=shutdown_grace_s)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:
-        bound = engine.bind()
+        bound = bind(engine, listeners)
     except OSError as exc:
         engine.close()
         raise ServiceError(f"Shutting down, required listener failed: {exc}") from None
-    for listener in bound:
-        name = f" ({listener.settings.name})" if listener.settings.name else ""
-        log.log(logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port, name)
     if cfg.discovery is not None:
         try:
-            engine.join_group(discovery_settings(cfg.discovery, bound), int(time.time()))
+            engine.group.join(discovery_settings(cfg.discovery, bound), router_id, instance)
         except ServiceError:
             engine.close()
             raise
@@ -112,18 +196,14 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     return Assembled(engine, router_id, bound)
 
 
-def build_policy(cfg: conf.RouterConf) -> Policy:
-    """The router's policy from its ``policy`` and ``vhost`` sections, and
-    the vhosts of the files in ``policyDir``.
+def build_policy(cfg: conf.RouterConf, sections: dict[str, conf.VhostSection]) -> Policy:
+    """The router's policy from its ``policy`` section and its vhosts.
 
     Raises:
-        ValueError: a group setting of the wrong kind (naming vhost and group),
-            or a vhost defined twice.
-        conf.ConfError: a policyDir file that cannot be read or is invalid.
+        ValueError: a group setting of the wrong kind (naming vhost and group).
     """
     p = cfg.policy
-    vhosts = [vhost_from_section(section, log.warning)
-              for section in vhost_sections(cfg).values()]
+    vhosts = [vhost_from_section(section, log.warning) for section in sections.values()]
     return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,
                   vhosts=vhosts, default_vhost=p.default_vhost,
                   max_message_size=p.max_message_size)

@@ -112,7 +112,6 @@ def serve(cfg: conf.RouterConf, source: str,
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())
     signal.signal(signal.SIGHUP, lambda *_: engine.defer(_on_sighup(engine)))
-    engine.on_drain = _notify_stopping
     log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, "
                               f"{len(bound)} listener{'s' if len(bound) != 1 else ''}",
@@ -120,7 +119,7 @@ def serve(cfg: conf.RouterConf, source: str,
     if daemon is not None:
         daemon.ready()
     try:
-        engine.run()
+        engine.run(on_drain=_notify_stopping)
     finally:
         if options.pidfile is not None:
             problem = service.remove_pidfile(options.pidfile)

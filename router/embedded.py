@@ -42,7 +42,7 @@ from router.service import ServiceError
 
 __all__ = ["Peer", "PeerError", "peer"]
 
-log = logging.getLogger("router.embedded")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

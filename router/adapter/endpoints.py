@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 from proton import Data, symbol
 
+from router.adapter.connections import Conn
 from router.adapter.pn import NULL, lib, to_str
 from router.core import (
     AttachRefused,
@@ -26,10 +27,36 @@ from router.core import (
     RoutedEnd,
     Router,
 )
+from router.core.policy import Grant
 
 log = logging.getLogger(__name__)
 
 COORDINATOR = "$coordinator"
+_UNLIMITED_SESSION_FRAMES = 2**31 // 65536
+
+
+def set_window(ssn: Any, conn: Conn) -> None:
+    """A session's incoming window, in bytes (AMQP 1.0 section 2.5.6).
+    Unset, proton's default window is small enough to stall a fast sender
+    for a round trip every few dozen messages; qdrouterd's default is an
+    unlimited window, bounded in practice by link credit."""
+    s = conn.settings
+    grant = conn.grant
+    if isinstance(grant, Grant) and grant.group is not None \
+            and grant.group.max_session_window is not None:
+        # The vhost group's window (qdrouterd's maxSessionWindow, in bytes).
+        lib.pn_session_set_incoming_capacity(ssn, grant.group.max_session_window)
+        return
+    frames = s.max_session_frames or _UNLIMITED_SESSION_FRAMES
+    lib.pn_session_set_incoming_capacity(ssn, s.max_frame_size * frames)
+
+
+def new_session(conn: Conn) -> Any:
+    """Begin a session of the router's own on ``conn``."""
+    ssn = lib.pn_session(conn.cptr)
+    set_window(ssn, conn)
+    lib.pn_session_open(ssn)
+    return ssn
 
 
 def capabilities(terminus: Any) -> tuple[str, ...]:
@@ -295,10 +322,12 @@ __all__ = [
     "close_link",
     "facing_address",
     "may_modify",
+    "new_session",
     "open_router_link",
     "refuse_link",
     "remote_condition",
     "resumable",
     "router_link",
     "set_condition",
+    "set_window",
 ]

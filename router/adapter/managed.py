@@ -1,34 +1,36 @@
 """Entity sources for what the adapter owns: connections, listeners, connectors,
-sslProfiles, the router entity, log modules; and building the agent over every
-source.
+sslProfiles, vhosts, policy, the peer group, the router entity, log modules;
+and building the agent over every source.
 
-Owns reading the event loop's state as management rows (peer host, SASL
-outcome, connector status) when a request asks for it.  It must not decide
-what a request means (``router.management.Agent`` does).
+Owns reading the adapter's state as management rows (peer host, SASL
+outcome, connector status) when a request asks for it, through the narrow
+views of ``router.adapter.ports``.  It must not decide what a request means
+(``router.management.Agent`` does).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import conf
-import router
 from router import logs
+from router.adapter.certificates import Certificates
 from router.adapter.connections import Connector, Listener
+from router.adapter.peergroup import PeerGroup
 from router.adapter.pn import lib, to_str
+from router.adapter.ports import ConnectionControl, ConnectorControl, ListenerControl
 from router.adapter.settings import (
     SaslError,
     connector_settings,
     listener_settings,
     vhost_from_section,
 )
+from router.adapter.stats import RouterStats
 from router.adapter.tls import TlsError
-from router.core import Role, Router, tally
+from router.core import Role, Router
+from router.core.policy import Policy
 from router.management import (
     Agent,
     Changed,
@@ -46,22 +48,23 @@ from router.management import (
 )
 from router.management.sources import section_from
 
-if TYPE_CHECKING:
-    from router.adapter.engine import Engine
-
 __all__ = ["build_agent"]
+
+log = logging.getLogger(__name__)
+policy_log = log.getChild("policy")
 
 
 class Connections(ReadOnly):
     """``connection``: every open connection."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, connections: ConnectionControl, clock: Callable[[], float]) -> None:
+        self._connections = connections
+        self._clock = clock
 
     def rows(self) -> Iterable[Row]:
-        now = self._engine.clock()
+        now = self._clock()
         rows: list[Row] = []
-        for conn in self._engine.conns.values():
+        for conn in self._connections.conns.values():
             cptr = conn.cptr
             transport = conn.transport
             sasl = transport.sasl()
@@ -104,12 +107,12 @@ class Connections(ReadOnly):
                                        f"not {status!r}")
         if status == "enabled":
             return Changed(row=row)
-        for conn in self._engine.conns.values():
+        for conn in self._connections.conns.values():
             if str(conn.core.conn_id) == row["identity"]:
                 if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
                     raise ManagementError(
                         403, f"Cannot close an {conn.core.role.value} connection")
-                self._engine.close_connection(conn, "Connection closed by management")
+                self._connections.close_connection(conn, "Connection closed by management")
                 return Changed(row={**row, "adminStatus": "deleted", "operStatus": "closing"})
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
@@ -128,12 +131,13 @@ class Listeners(ReadOnly):
     socket at once (port 0 binds a free one, shown in the answer); DELETE
     closes it, and the connections it accepted stay up."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, listeners: ListenerControl, certificates: Certificates) -> None:
+        self._listeners = listeners
+        self._certificates = certificates
 
     def _rows(self) -> list[tuple[Row, Listener]]:
         rows = []
-        for listener in self._engine.listeners.values():
+        for listener in self._listeners.listeners.values():
             section = listener.settings.section
             row: Row = conf.section_attributes(section) if section is not None else {}
             identity = f"listener/{listener.host}:{listener.port}"
@@ -150,26 +154,24 @@ class Listeners(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
+        certificates = self._certificates
         try:
-            settings = listener_settings(section, self._engine.tls_profiles,
-                                         self._engine.router_section)
+            settings = listener_settings(section, certificates.profiles,
+                                         certificates.router_section)
         except (TlsError, SaslError) as error:
             raise ManagementError(400, str(error)) from None
         try:
-            listener = self._engine.listen(settings)
+            listener = self._listeners.listen(settings)
         except OSError as error:
             raise ManagementError(
                 400, f"Cannot listen on {settings.host}:{settings.port}: {error.strerror}"
             ) from None
-        logging.getLogger("router.adapter.server").log(
-            logs.NOTICE, "Listening on %s:%d%s", listener.host, listener.port,
-            f" ({settings.name})" if settings.name else "")
         return Changed(row=next(r for r, li in self._rows() if li is listener))
 
     def delete(self, row: Row) -> tuple[()]:
         for candidate, listener in self._rows():
             if candidate["identity"] == row["identity"]:
-                self._engine.close_listener(listener)
+                self._listeners.close_listener(listener)
                 return ()
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
@@ -178,13 +180,16 @@ class Connectors(ReadOnly):
     """``connector``: the connectors and the state of their connection.  CREATE
     starts connecting at once; DELETE stops retrying and closes its connection."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, connectors: ConnectorControl, certificates: Certificates,
+                 clock: Callable[[], float]) -> None:
+        self._connectors = connectors
+        self._certificates = certificates
+        self._clock = clock
 
     def _rows(self) -> list[tuple[Row, Connector]]:
         rows = []
-        now = self._engine.clock()
-        for connector in self._engine.connectors:
+        now = self._clock()
+        for connector in self._connectors.connectors:
             s = connector.settings
             row: Row = conf.section_attributes(s.section) if s.section is not None else {}
             identity = f"connector/{connector.address}"
@@ -213,47 +218,18 @@ class Connectors(ReadOnly):
         section = section_from("connector", name, attributes)
         assert isinstance(section, conf.ConnectorSection)
         try:
-            settings = connector_settings(section, self._engine.tls_profiles)
+            settings = connector_settings(section, self._certificates.profiles)
         except (TlsError, SaslError) as error:
             raise ManagementError(400, str(error)) from None
-        connector = self._engine.add_connector(settings)
+        connector = self._connectors.add(settings)
         return Changed(row=next(r for r, c in self._rows() if c is connector))
 
     def delete(self, row: Row) -> tuple[()]:
         for candidate, connector in self._rows():
             if candidate["identity"] == row["identity"]:
-                self._engine.remove_connector(connector)
+                self._connectors.remove(connector)
                 return ()
         raise ManagementError(404, f"No entity with identity={row['identity']}")
-
-
-class EngineProfiles:
-    """The engine's loaded sslProfiles, as the ``sslProfile`` entities keep them
-    (``router.management.SslProfileStore``)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def sections(self) -> Iterable[conf.SslProfileSection]:
-        return [profile.section for profile in self._engine.tls_profiles.values()]
-
-    def load(self, section: conf.SslProfileSection) -> None:
-        replaced = section.name in self._engine.tls_profiles
-        try:
-            self._engine.load_tls([section])
-        except (TlsError, SaslError) as error:
-            raise ManagementError(400, str(error)) from None
-        logging.getLogger("router.adapter.server").log(
-            logs.NOTICE, "sslProfile %r %s: connections made from now on use its files as "
-            "they are now", section.name, "reloaded" if replaced else "loaded")
-
-    def users(self, name: str) -> list[str]:
-        listeners, connectors = self._engine.using_tls({name})
-        return ([f"listener {li.settings.name or f'{li.host}:{li.port}'!r}" for li in listeners]
-                + [f"connector {c.settings.name or c.address!r}" for c in connectors])
-
-    def remove(self, name: str) -> None:
-        del self._engine.tls_profiles[name]
 
 
 class Vhosts(ReadOnly):
@@ -261,8 +237,9 @@ class Vhosts(ReadOnly):
     for connections admitted from then on; open connections keep the settings
     they were admitted with.  A vhost's counts carry on through an UPDATE."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, policy: Policy, sections: dict[str, conf.VhostSection]) -> None:
+        self._policy = policy
+        self._sections = sections
 
     @staticmethod
     def _row(section: conf.VhostSection) -> Row:
@@ -272,15 +249,15 @@ class Vhosts(ReadOnly):
         return row
 
     def rows(self) -> Iterable[Row]:
-        return [self._row(s) for s in self._engine.vhost_sections.values()]
+        return [self._row(s) for s in self._sections.values()]
 
     def _install(self, section: conf.VhostSection) -> Changed:
         try:
-            vhost = vhost_from_section(section, logging.getLogger("router.core.policy").warning)
+            vhost = vhost_from_section(section, policy_log.warning)
         except ValueError as error:
             raise ManagementError(400, str(error)) from None
-        self._engine.policy.set_vhost(vhost)
-        self._engine.vhost_sections[section.hostname] = section
+        self._policy.set_vhost(vhost)
+        self._sections[section.hostname] = section
         return Changed(row=self._row(section))
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
@@ -289,12 +266,12 @@ class Vhosts(ReadOnly):
             attributes["hostname"] = name  # qdrouterd names a vhost by its hostname
         section = section_from("vhost", name, attributes)
         assert isinstance(section, conf.VhostSection)
-        if section.hostname in self._engine.vhost_sections:
+        if section.hostname in self._sections:
             raise ManagementError(400, f"vhost {section.hostname!r} exists already")
         return self._install(section)
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
-        current = self._engine.vhost_sections.get(str(row.get("hostname")))
+        current = self._sections.get(str(row.get("hostname")))
         if current is None:
             raise ManagementError(404, f"No entity with identity={row['identity']}")
         merged = {k: v for k, v in conf.section_attributes(current).items() if v is not None}
@@ -311,17 +288,17 @@ class Vhosts(ReadOnly):
 
     def delete(self, row: Row) -> tuple[()]:
         hostname = str(row.get("hostname"))
-        if self._engine.vhost_sections.pop(hostname, None) is None:
+        if self._sections.pop(hostname, None) is None:
             raise ManagementError(404, f"No entity with identity={row['identity']}")
-        self._engine.policy.remove_vhost(hostname)
+        self._policy.remove_vhost(hostname)
         return ()
 
 
 class VhostStats(ReadOnly):
     """``vhostStats``: each vhost's connections now and what it refused."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
 
     def rows(self) -> Iterable[Row]:
         return [{
@@ -332,17 +309,17 @@ class VhostStats(ReadOnly):
             "sessionDenied": c.sessions_denied, "senderDenied": c.senders_denied,
             "receiverDenied": c.receivers_denied,
             "maxMessageSizeDenied": c.max_message_size_denied,
-        } for hostname, c in self._engine.policy.counts.items()]
+        } for hostname, c in self._policy.counts.items()]
 
 
 class Discovery(ReadOnly):
     """``discovery``: the peer group, its live peers and what was ignored."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, group: PeerGroup) -> None:
+        self._group = group
 
     def rows(self) -> Iterable[Row]:
-        discovery = self._engine.discovery
+        discovery = self._group.joined
         if discovery is None:
             return []
         s = discovery.settings
@@ -359,12 +336,13 @@ class Discovery(ReadOnly):
 class PolicyEntity(ReadOnly):
     """``policy``: the global policy's settings and its denial counters."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, policy: Policy, section: conf.PolicySection) -> None:
+        self._policy = policy
+        self._section = section
 
     def rows(self) -> Iterable[Row]:
-        p = self._engine.policy
-        s = self._engine.policy_section
+        p = self._policy
+        s = self._section
         return [{
             "identity": "policy/0", "name": s.name or "policy/0",
             "maxConnections": p.max_connections, "maxMessageSize": s.max_message_size,
@@ -379,85 +357,14 @@ class PolicyEntity(ReadOnly):
         }]
 
 
-def _memory_bytes() -> int | None:
-    try:
-        with open(f"/proc/{os.getpid()}/statm") as statm:
-            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return None
-
-
 class RouterEntity(ReadOnly):
     """``router``: the router's settings and router-wide counters."""
 
-    def __init__(self, engine: Engine, section: conf.RouterSection, router_id: str) -> None:
-        self._engine = engine
-        self._section = section
-        self._router_id = router_id
-        self._started = time.monotonic()
+    def __init__(self, stats: RouterStats) -> None:
+        self._stats = stats
 
     def rows(self) -> Iterable[Row]:
-        engine = self._engine
-        core = engine.router
-        row: Row = conf.section_attributes(self._section)
-        row.update(
-            identity=f"router/{self._router_id}",
-            name=f"router/{self._router_id}",
-            id=self._router_id,
-            version=router.__version__,
-            hostName=socket.gethostname(),
-            uptimeSeconds=int(time.monotonic() - self._started),
-            memoryUsage=_memory_bytes(),
-            workerThreads=1,
-        )
-        row.update(router_counts(engine))
-        row["linkRouteCount"] = len(core.link_routing.table)
-        row["autoLinkCount"] = len(core.autolinks)
-        row["addrCount"] = len(core.records)
-        row["connectionCount"] = len(engine.conns)
-        row["linkCount"] = sum(len(c.core.in_links) + len(c.core.out_links) + len(c.core.routed)
-                               for c in engine.conns.values())
-        row["nodeCount"] = 0 if core.network is None \
-            else len(core.network.protocol.node_table()) - 1
-        row["linksBlocked"] = row["blockedLinkCount"] = sum(
-            1 for conn in engine.conns.values() for out in conn.core.out_links.values()
-            if out.starved)
-        return [row]
-
-
-def router_counts(engine: Engine) -> dict[str, int]:
-    """Router-wide delivery counters: the endpoint links now open (producers'
-    outcomes on incoming links) plus those gone, and the forwarder's own."""
-    totals = dict(engine.retired)
-    for conn in engine.conns.values():
-        core = conn.core
-        if core.role is Role.INTER_ROUTER:
-            continue
-        for il in core.in_links.values():
-            tally(totals, il)
-        for ol in core.out_links.values():
-            tally(totals, ol)
-    fwd = engine.forwarder
-    return {
-        "acceptedDeliveries": totals["accepted"],
-        "rejectedDeliveries": totals["rejected"],
-        "releasedDeliveries": totals["released"],
-        "modifiedDeliveries": totals["modified"],
-        "presettledDeliveries": totals["presettled"],
-        "droppedPresettledDeliveries": fwd.dropped_presettled,
-        "deliveriesIngress": totals["ingress"],
-        "deliveriesEgress": totals["egress"],
-        "deliveriesTransit": sum(r.transit for r in engine.router.records.values()),
-        "deliveriesIngressRouteContainer": totals["ingress_rc"],
-        "deliveriesEgressRouteContainer": totals["egress_rc"],
-        "deliveriesRedirectedToFallback": fwd.redirected,
-        "deliveriesDelayed1Sec": totals["delayed1"],
-        "deliveriesDelayed10Sec": totals["delayed10"],
-        "deliveriesStuck": totals["stuck"],
-        "deliveriesStreamed": fwd.streamed,
-        "deliveriesStreamedAborted": fwd.streams_aborted,
-        "streamingPauses": fwd.stream_pauses,
-    }
+        return [dict(self._stats.router_row())]
 
 
 class Logs(ReadOnly):
@@ -515,39 +422,36 @@ class LogStats(ReadOnly):
                 for module, counts in logs.RECORDER.counts.items()]
 
 
-def build_agent(engine: Engine, section: conf.RouterSection, router_id: str
-                ) -> tuple[Agent, Callable[[], Row]]:
-    """The agent over every entity source of this router, and a reader of
-    the ``router`` entity's row (for the metrics); the ``sslProfile``
-    entities are the engine's ``tls_profiles``."""
-    core: Router = engine.router
-    router_entity = RouterEntity(engine, section, router_id)
+def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionControl,
+                listeners: ListenerControl, connectors: ConnectorControl,
+                certificates: Certificates, policy: Policy, policy_section: conf.PolicySection,
+                vhost_sections: dict[str, conf.VhostSection],
+                group: PeerGroup, clock: Callable[[], float]) -> Agent:
+    """The agent over every entity source of this router."""
     sources: dict[str, EntitySource] = {
-        "router": router_entity,
-        "listener": Listeners(engine),
-        "connector": Connectors(engine),
-        "connection": Connections(engine),
-        "router.link": RouterLinks(lambda: [c.core for c in engine.conns.values()],
-                                   engine.clock),
+        "router": RouterEntity(stats),
+        "listener": Listeners(listeners, certificates),
+        "connector": Connectors(connectors, certificates, clock),
+        "connection": Connections(connections, clock),
+        "router.link": RouterLinks(lambda: [c.core for c in connections.conns.values()], clock),
         "router.address": RouterAddresses(core),
-        "router.node": RouterNodes(core, lambda t: time.time() - (engine.clock() - t)),
+        "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),
-        "router.config.linkRoute": ConfigLinkRoutes(core, engine.clock),
+        "router.config.linkRoute": ConfigLinkRoutes(core, clock),
         "router.config.autoLink": ConfigAutoLinks(core),
-        "sslProfile": SslProfiles(EngineProfiles(engine)),
-        "discovery": Discovery(engine),
-        "policy": PolicyEntity(engine),
-        "vhost": Vhosts(engine),
-        "vhostStats": VhostStats(engine),
+        "sslProfile": SslProfiles(certificates),
+        "discovery": Discovery(group),
+        "policy": PolicyEntity(policy, policy_section),
+        "vhost": Vhosts(policy, vhost_sections),
+        "vhostStats": VhostStats(policy),
         "log": Logs(),
         "logStats": LogStats(),
     }
+
     def mgmt_nodes() -> list[str]:
         if core.network is None:
             return []
         return [f"amqp:/_topo/0/{node.id}/$management"
                 for node in core.network.protocol.node_table() if not node.is_self]
 
-    agent = Agent(sources, mgmt_nodes=mgmt_nodes,
-                  log_records=lambda: list(logs.RECORDER.records))
-    return agent, lambda: next(iter(router_entity.rows()))
+    return Agent(sources, mgmt_nodes=mgmt_nodes, log_records=lambda: list(logs.RECORDER.records))

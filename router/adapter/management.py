@@ -27,15 +27,17 @@ from router.core import (
     InLink,
     LinkId,
     OutLink,
+    Role,
     Router,
     Stream,
     Transfer,
 )
 from router.core.amqp import PeerProtocolError
+from router.core.policy import Grant, Policy
 from router.core.settlement import ACCEPTED, REJECTED
 from router.management import Agent, Response, decode_request, encode_response
 
-log = logging.getLogger("router.management")
+log = logging.getLogger(__name__)
 
 MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
 
@@ -64,16 +66,15 @@ class ManagementNode:
         forwarder: settles requests and routes responses.
         agent: answers the requests.
         apply: carries out the effects a request has (auto-links to attach...).
+        policy: who may make which request.
     """
 
     def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
-                 apply: Callable[[list[Effect]], None],
-                 may_manage: Callable[[Transfer | Fanout | None, str, str], str | None]
-                 = lambda ref, operation, entity_type: None) -> None:
+                 apply: Callable[[list[Effect]], None], policy: Policy) -> None:
         self.router = router
-        #: Why the request's sender may not make it (policy), else None.
-        self.may_manage = may_manage
+        self.policy = policy
         self.forwarder = forwarder
+        self.outcomes = forwarder.outcomes
         self.agent = agent
         self.apply = apply
         self.pending: list[Queued] = []
@@ -105,18 +106,18 @@ class ManagementNode:
             request = decode_request(data)
         except PeerProtocolError as exc:
             log.warning("management request dropped: %s", exc)
-            self.forwarder.consumed(ref, REJECTED)
+            self.outcomes.consumed(ref, REJECTED)
             return
         if request.reply_to is None:
             # Nowhere to send a status: the sender learns it from the outcome
             # (qdrouterd accepts such a request and drops it silently).
             self.dropped += 1
             log.info("management request without reply-to rejected")
-            self.forwarder.consumed(ref, REJECTED)
+            self.outcomes.consumed(ref, REJECTED)
             return
-        self.forwarder.consumed(ref, ACCEPTED)
+        self.outcomes.consumed(ref, ACCEPTED)
         operation = str(request.properties.get("operation", ""))
-        refusal = self.may_manage(ref, operation, str(request.properties.get("type", "")))
+        refusal = self._refusal(ref, operation, str(request.properties.get("type", "")))
         if refusal is not None:
             log.info("management %s refused by policy: %s", operation, refusal)
             response = Response(status=403, description=refusal)
@@ -127,3 +128,16 @@ class ManagementNode:
         reply = encode_response(response, to=request.reply_to,
                                 correlation_id=request.correlation_id)
         self.forwarder.route(None, self.sender, reply)
+
+    def _refusal(self, ref: Transfer | Fanout | None, operation: str,
+                 entity_type: str) -> str | None:
+        """Policy on a management request: why its sender may not make it."""
+        grant = None
+        if ref is not None:
+            origin = ref.in_link.conn
+            if origin.role is Role.INTER_ROUTER:
+                return None  # the router the client is on applies its own policy
+            conn = origin.handle
+            grant = conn.grant if conn is not None and isinstance(conn.grant, Grant) else None
+        denied = self.policy.may_manage(grant, operation, entity_type)
+        return None if denied is None else denied.reason

@@ -1,8 +1,8 @@
-"""HTTP listeners (``http: yes``): Prometheus metrics at ``/metrics`` and a
-health check at ``/healthz``, served from the router's own event loop.
+"""Prometheus metrics: what ``/metrics`` on an HTTP listener says.
 
-Owns the HTTP connections (parsed by h11) and the exposition of the
-router's counters (written by prometheus_client).  Counters are read when
+Owns the exposition of the router's counters (written by
+prometheus_client) from a read-only view of the router
+(``router.adapter.ports.RouterView``).  Counters are read when
 a scrape asks for them, from where the per-message path already keeps
 them; nothing here runs per message.  The metric names of qdrouterd's
 ``/metrics`` are kept (``qdr_*``), so dashboards built for it work; Hop adds
@@ -12,34 +12,21 @@ memory and CPU (``process_*``).
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import select
-import socket
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
-import h11
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from router.adapter.connections import Listener
+from router.adapter.ports import RouterView
 from router.core import InLink, OutLink, Role
 from router.management.sources import IN_PROCESS_CONNECTION, link_row
 
-if TYPE_CHECKING:
-    from router.adapter.engine import Engine
+__all__ = ["CONTENT_TYPE", "Exposition", "RouterCollector"]
 
-__all__ = ["HttpServer", "RouterCollector"]
-
-log = logging.getLogger("router.adapter.http")
-
-_READ = select.EPOLLIN | select.EPOLLRDHUP
-_WRITE = select.EPOLLOUT
-_IDLE_S = 60.0
-_MAX_REQUEST = 16384
+#: The content type of what ``Exposition`` returns.
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 #: qdrouterd's router-wide series: name, kind, ``router`` entity attribute.
 _ROUTER_SERIES = (
@@ -86,12 +73,11 @@ _LINK_COUNTERS = (
 class RouterCollector(Collector):
     """The router's counters as Prometheus metric families, read at scrape."""
 
-    def __init__(self, engine: Engine, router_row: Callable[[], dict[str, object]]) -> None:
-        self._engine = engine
-        self._router_row = router_row
+    def __init__(self, view: RouterView) -> None:
+        self._view = view
 
     def collect(self) -> Iterator[Metric]:
-        row = self._router_row()
+        row = self._view.router_row()
         for name, kind, attribute in _ROUTER_SERIES:
             value = row.get(attribute)
             number = float(value) if isinstance(value, int | float) else 0.0
@@ -105,8 +91,8 @@ class RouterCollector(Collector):
 
     def _connections(self) -> Iterator[Metric]:
         by_role: dict[str, int] = {role.value: 0 for role in Role}
-        for conn in self._engine.conns.values():
-            by_role[conn.core.role.value] += 1
+        for conn in self._view.connections():
+            by_role[conn.role.value] += 1
         family = GaugeMetricFamily("hop_connections", "open connections by role",
                                    labels=["role"])
         for role, count in by_role.items():
@@ -117,8 +103,7 @@ class RouterCollector(Collector):
         totals: dict[tuple[str, str], list[int]] = {}
         unsettled: dict[tuple[str, str], int] = {}
         open_links: dict[tuple[str, str], int] = {}
-        for conn in self._engine.conns.values():
-            core = conn.core
+        for core in self._view.connections():
             links: list[InLink | OutLink] = [*core.in_links.values(),
                                              *core.out_links.values()]
             for link in links:
@@ -157,7 +142,7 @@ class RouterCollector(Collector):
                                       "deliveries sent on to other routers", labels=["address"])
         consumers = GaugeMetricFamily("hop_address_consumers", "local consumers",
                                       labels=["address"])
-        for key, record in self._engine.router.records.items():
+        for key, record in self._view.records().items():
             local = [link for link in record.consumers
                      if link.conn.conn_id != IN_PROCESS_CONNECTION]
             if not local and not record.senders and not record.transit \
@@ -172,179 +157,14 @@ class RouterCollector(Collector):
         yield from (ingress, egress, transit, consumers)
 
 
-class _HttpConn:
-    __slots__ = ("closing", "h11", "last", "out", "request", "sock", "want_write")
+class Exposition:
+    """The text ``/metrics`` answers with: the router's series and the
+    process's (``process_*``)."""
 
-    def __init__(self, sock: socket.socket, now: float) -> None:
-        self.sock = sock
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST)
-        self.out = bytearray()
-        self.want_write = False
-        self.closing = False
-        self.last = now
-        self.request: h11.Request | None = None
+    def __init__(self, view: RouterView) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(RouterCollector(view))
+        ProcessCollector(registry=self._registry)
 
-
-class HttpServer:
-    """The HTTP side of the event loop: accepted sockets, requests, responses.
-
-    Args:
-        epoll: the engine's epoll object.
-        registry: what ``/metrics`` exposes.
-        healthy: whether ``/healthz`` answers 200 (else 503).
-        clock: monotonic clock, for closing idle connections.
-    """
-
-    def __init__(self, epoll: select.epoll, registry: CollectorRegistry,
-                 healthy: Callable[[], bool], clock: Callable[[], float]) -> None:
-        self._epoll = epoll
-        self._registry = registry
-        self._healthy = healthy
-        self._clock = clock
-        self.conns: dict[int, tuple[_HttpConn, Listener]] = {}
-        self.served = 0
-
-    @classmethod
-    def for_engine(cls, engine: Engine, router_row: Callable[[], dict[str, object]]
-                   ) -> HttpServer:
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(RouterCollector(engine, router_row))
-        ProcessCollector(registry=registry)
-        return cls(engine.epoll, registry, lambda: not engine.stopping, engine.clock)
-
-    # -- sockets ----------------------------------------------------------------
-
-    def accept(self, listener: Listener) -> None:
-        while True:
-            try:
-                sock, _ = listener.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except ConnectionAbortedError:
-                continue
-            # Other failures (out of descriptors) raise: the engine pauses the listener.
-            listener.backoff.succeeded(self._clock())
-            sock.setblocking(False)
-            self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
-            self._epoll.register(sock.fileno(), _READ)
-
-    def ready(self, fd: int, mask: int) -> None:
-        """I/O on one of the HTTP connections."""
-        entry = self.conns.get(fd)
-        if entry is None:
-            return
-        conn, listener = entry
-        conn.last = self._clock()
-        if mask & _WRITE:
-            self._flush(fd, conn)
-        if fd in self.conns and not conn.closing and \
-                mask & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR):
-            try:
-                data = conn.sock.recv(65536)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self._close(fd)
-                return
-            self._handle(fd, conn, listener, data)
-
-    def tick(self, now: float) -> None:
-        """Close connections idle for a minute."""
-        for fd, (conn, _) in list(self.conns.items()):
-            if now - conn.last > _IDLE_S:
-                self._close(fd)
-
-    def close_all(self) -> None:
-        for fd in list(self.conns):
-            self._close(fd)
-
-    def _close(self, fd: int) -> None:
-        entry = self.conns.pop(fd, None)
-        if entry is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            self._epoll.unregister(fd)
-        entry[0].sock.close()
-
-    # -- HTTP ---------------------------------------------------------------------
-
-    def _handle(self, fd: int, conn: _HttpConn, listener: Listener, data: bytes) -> None:
-        parser = conn.h11
-        try:
-            parser.receive_data(data)
-            while True:
-                event = parser.next_event()
-                if event is h11.NEED_DATA or event is h11.PAUSED:
-                    break
-                if isinstance(event, h11.ConnectionClosed):
-                    self._close(fd)
-                    return
-                if isinstance(event, h11.Request):
-                    conn.request = event
-                elif isinstance(event, h11.EndOfMessage) and conn.request is not None:
-                    self._respond(conn, listener, conn.request)
-                    conn.request = None
-                    if parser.our_state is h11.MUST_CLOSE:
-                        break
-                    parser.start_next_cycle()
-        except h11.RemoteProtocolError as error:
-            log.info("bad HTTP request on %s:%d: %s", listener.host, listener.port, error)
-            if parser.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                self._send(conn, 400, b"bad request\n", "text/plain")
-            conn.closing = True
-            self._flush(fd, conn)
-            return
-        conn.closing = parser.our_state is h11.MUST_CLOSE
-        self._flush(fd, conn)
-
-    def _respond(self, conn: _HttpConn, listener: Listener, request: h11.Request) -> None:
-        settings = listener.settings
-        path = request.target.split(b"?", 1)[0]
-        method = request.method
-        if path == b"/metrics" and settings.metrics:
-            if method not in (b"GET", b"HEAD"):
-                self._send(conn, 405, b"method not allowed\n", "text/plain")
-                return
-            body = generate_latest(self._registry)
-            self._send(conn, 200, body if method == b"GET" else b"", CONTENT_TYPE_LATEST,
-                       length=len(body))
-            self.served += 1
-        elif path == b"/healthz" and settings.healthz:
-            ok = self._healthy()
-            body = b"OK\n" if ok else b"shutting down\n"
-            self._send(conn, 200 if ok else 503, body if method != b"HEAD" else b"",
-                       "text/plain", length=len(body))
-        else:
-            self._send(conn, 404, b"not found\n", "text/plain")
-
-    @staticmethod
-    def _send(conn: _HttpConn, status: int, body: bytes, content_type: str,
-              length: int | None = None) -> None:
-        headers = [("Content-Type", content_type),
-                   ("Content-Length", str(len(body) if length is None else length))]
-        parser = conn.h11
-        conn.out += parser.send(h11.Response(status_code=status, headers=headers)) or b""
-        if body:
-            conn.out += parser.send(h11.Data(data=body)) or b""
-        conn.out += parser.send(h11.EndOfMessage()) or b""
-
-    def _flush(self, fd: int, conn: _HttpConn) -> None:
-        while conn.out:
-            try:
-                sent = conn.sock.send(conn.out)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                self._close(fd)
-                return
-            del conn.out[:sent]
-        if conn.out:
-            if not conn.want_write:
-                conn.want_write = True
-                self._epoll.modify(fd, _READ | _WRITE)
-            return
-        if conn.want_write:
-            conn.want_write = False
-            self._epoll.modify(fd, _READ)
-        if conn.closing:
-            self._close(fd)
+    def __call__(self) -> bytes:
+        return bytes(generate_latest(self._registry))

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from router.adapter.outcomes import copy_disposition, settle_with
+from router.adapter.pending import Pending, ReceiveBuffer
 from router.adapter.pn import lib
-from router.adapter.settling import Settling, copy_disposition, settle_with
 from router.core import OUTCOME_INDEX, RoutedEnd, count_outcome
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED
 
@@ -43,15 +44,18 @@ pn_link_current = lib.pn_link_current
 pn_link_credit = lib.pn_link_credit
 
 
-class Relay(Settling):
-    """The routed-link half of the forwarder (a base class of ``Forwarder``)."""
+class Relay:
+    """Passes deliveries, dispositions and credit between the two links of
+    each link-routed pair.
 
-    _cbuf: Any
-    _view: memoryview
-    _size: int
+    Args:
+        pending: the wake-up's shared work (connections to write).
+        buffer: what incoming bytes are read into.
+    """
 
-    def _grow(self, size: int) -> None:
-        raise NotImplementedError
+    def __init__(self, pending: Pending, buffer: ReceiveBuffer) -> None:
+        self.dirty = pending.output
+        self.buffer = buffer
 
     def relay(self, d: Any, end: RoutedEnd) -> None:
         """A PN_DELIVERY event on a routed link."""
@@ -89,12 +93,13 @@ class Relay(Settling):
         lptr = end.handle
         n = pn_delivery_pending(d)
         if n:
-            if n > self._size:
-                self._grow(n)
+            buffer = self.buffer
+            if n > buffer.size:
+                buffer.grow(n)
             # pn_link_send copies what it is given: pass the receive buffer itself.
-            got = pn_link_recv(lptr, self._cbuf, n)
+            got = pn_link_recv(lptr, buffer.cbuf, n)
             if got > 0:
-                pn_link_send(partner.handle, self._cbuf, got)
+                pn_link_send(partner.handle, buffer.cbuf, got)
         self.dirty.add(partner.conn.handle)
         if pn_delivery_partial(d):
             return
@@ -127,7 +132,8 @@ class Relay(Settling):
                 description: str | None = None) -> None:
         """Give a transfer the router's own outcome (nothing to relay it to)."""
         lptr = end.handle
-        while pn_delivery_pending(d) > 0 and pn_link_recv(lptr, self._cbuf, self._size) > 0:
+        buffer = self.buffer
+        while pn_delivery_pending(d) > 0 and pn_link_recv(lptr, buffer.cbuf, buffer.size) > 0:
             pass
         if pn_link_current(lptr) == d and not pn_delivery_partial(d):
             pn_link_advance(lptr)

@@ -1,47 +1,56 @@
 """Auto-links in the core: attaching them, binding their links, their failures.
 
-Owns what the router does with an auto-link (reference 8.1, 8.2) once
-``autolink.AutoLinkTable`` decided where it goes: the attach to ask of the
-adapter (``AttachAutoLink``), binding the answered link to the auto-link's
-address at its phase (an ``out`` link as a consumer, an ``in`` link as a
-producer; a fallback ``out`` link to the fallback record), and the failure
-when the container detaches it.  A base class of ``Router``; pure.
+Owns what the router does with an auto-link (docs/brokers.md#autolinks)
+once ``autolink.AutoLinkTable`` decided where it goes: the attach to ask
+of the adapter (``AttachAutoLink``) when a connection serving it opens, a
+retry is due or one is added at run time; binding the answered link to
+the auto-link's address at its phase (an ``out`` link as a consumer, an
+``in`` link as a producer); and the failure when the container detaches
+it.  A part of ``Router``, given what it needs from it as functions; pure.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 
-from addressing import AddressSpec, Direction, Distribution, RoutingKey, classify
+from addressing import Direction
 from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
 from router.core.destinations import demand_changed
 from router.core.effects import AttachAutoLink, DetachAutoLink, Effect
 from router.core.ids import LinkId
 from router.core.records import AddressRecord, Connection, InLink, OutLink
 
-log = logging.getLogger("router.core.router")
+log = logging.getLogger(__name__)
+
+#: The record an auto-link's link binds to: (address, phase, fallback) -> record.
+Bind = Callable[[str, int, bool], AddressRecord]
+#: Bind a router-outgoing link as a destination of a record.
+AddConsumer = Callable[[AddressRecord, OutLink, float], list[Effect]]
 
 
 class AutoLinking:
-    """The auto-link side of ``Router``."""
+    """The router's auto-links.
 
-    router_id: str
-    autolinks: AutoLinkTable[Connection]
+    Args:
+        specs: the configured auto-links.
+        link_id: the next link id of the router.
+        bind: the record an auto-link's link binds to.
+        add_consumer: binds an ``out`` auto-link's link as a consumer.
+    """
 
-    def _link_id(self) -> LinkId:
-        raise NotImplementedError
+    def __init__(self, specs: Iterable[AutoLinkSpec], *, link_id: Callable[[], LinkId],
+                 bind: Bind, add_consumer: AddConsumer) -> None:
+        self.table: AutoLinkTable[Connection] = AutoLinkTable(specs)
+        self._link_id = link_id
+        self._bind = bind
+        self._add_consumer = add_consumer
 
-    def _treatment(self, address: str) -> tuple[Distribution, AddressSpec | None]:
-        raise NotImplementedError
+    def __len__(self) -> int:
+        return len(self.table)
 
-    def _bind(self, key: RoutingKey, address: str, distribution: Distribution,
-              spec: AddressSpec | None) -> AddressRecord | None:
-        raise NotImplementedError
-
-    def _add_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
-        raise NotImplementedError
-
-    def _attach_autolink(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
+    def attach(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
+        """The attach the adapter is to make for an auto-link that became active."""
         conn = autolink.peer
         assert conn is not None
         spec = autolink.spec
@@ -52,25 +61,25 @@ class AutoLinking:
                               sender=spec.direction is Direction.OUT,
                               address=autolink.external_address)
 
-    def add_autolink(self, spec: AutoLinkSpec) -> tuple[AutoLink[Connection], list[Effect]]:
+    def add(self, spec: AutoLinkSpec) -> tuple[AutoLink[Connection], list[Effect]]:
         """Add an auto-link at run time, attached at once when an open
         connection serves it (raises ``AutoLinkError`` for a name taken)."""
-        autolink = self.autolinks.add(spec)
-        if self.autolinks.activate(autolink):
-            return autolink, [self._attach_autolink(autolink)]
+        autolink = self.table.add(spec)
+        if self.table.activate(autolink):
+            return autolink, [self.attach(autolink)]
         return autolink, []
 
-    def remove_autolink(self, autolink: AutoLink[Connection]) -> list[Effect]:
+    def remove(self, autolink: AutoLink[Connection]) -> list[Effect]:
         """Delete an auto-link; its link, if it has one, is closed."""
-        self.autolinks.remove(autolink)
+        self.table.remove(autolink)
         log.info("Auto Link Deleted '%s'", autolink.label)
         if autolink.peer is None:
             return []
         return [DetachAutoLink(autolink=autolink)]
 
-    def autolink_attached(self, autolink: AutoLink[Connection], *, name: str,
-                          address: str | None, handle: object, now: float = 0.0
-                          ) -> tuple[InLink | OutLink | None, list[Effect]]:
+    def attached(self, autolink: AutoLink[Connection], *, name: str, address: str | None,
+                 handle: object, now: float = 0.0
+                 ) -> tuple[InLink | OutLink | None, list[Effect]]:
         """The container answered an auto-link's attach with terminus ``address``
         (target of an ``out`` link, source of an ``in`` link).
 
@@ -84,32 +93,42 @@ class AutoLinking:
             return None, []
         spec = autolink.spec
         phase = spec.effective_phase
-        distribution, aspec = self._treatment(spec.address)
-        if distribution is Distribution.UNAVAILABLE:
-            distribution = Distribution.BALANCED
-        key = classify(spec.address, router_id=self.router_id, phase=phase,
-                       fallback=spec.fallback and spec.direction is Direction.OUT)
-        record = self._bind(key, spec.address, distribution, aspec)
-        assert record is not None, "an auto-link address is always a mobile address"
-        if spec.direction is Direction.OUT:
-            out = OutLink(link_id, conn, name=name, address=spec.address, record=record,
-                          autolink=autolink, handle=handle)
-            conn.out_links[link_id] = out
-            return out, self._add_consumer(record, out, now)
-        link = InLink(link_id, conn, name=name, address=spec.address, record=record,
-                      phase=phase, fallback=spec.fallback, autolink=autolink, handle=handle)
-        record.senders.append(link)
+        out = spec.direction is Direction.OUT
+        record = self._bind(spec.address, phase, spec.fallback and out)
+        if out:
+            link = OutLink(link_id, conn, name=name, address=spec.address, record=record,
+                           autolink=autolink, handle=handle)
+            conn.out_links[link_id] = link
+            return link, self._add_consumer(record, link, now)
+        sender = InLink(link_id, conn, name=name, address=spec.address, record=record,
+                        phase=phase, fallback=spec.fallback, autolink=autolink, handle=handle)
+        record.senders.append(sender)
         demand_changed(record)
-        conn.in_links[link_id] = link
-        return link, []
+        conn.in_links[link_id] = sender
+        return sender, []
 
-    def autolink_detached(self, autolink: AutoLink[Connection], error: str,
-                          now: float = 0.0) -> None:
+    def detached(self, autolink: AutoLink[Connection], error: str, now: float = 0.0) -> None:
         """The container detached (or refused) an auto-link: it has failed and is
         attached again when its retry is due.  Its link, if it had one, has
-        been unbound with ``link_detached``."""
-        self.autolinks.detached(autolink, error, now)
+        been unbound with ``Router.link_detached``."""
+        self.table.detached(autolink, error, now)
         log.info("Auto Link Activation Failed. %s", error or "detached by the peer")
+
+    def connection_opened(self, conn: Connection) -> list[Effect]:
+        """A route-container connection opened: the auto-links it serves attach."""
+        return [self.attach(al) for al in self.table.connection_opened(conn)]
+
+    def connection_closed(self, conn: Connection) -> list[Effect]:
+        """A route-container connection went: its auto-links move to another
+        connection serving them, if any."""
+        return [self.attach(al) for al in self.table.connection_closed(conn)]
+
+    def tick(self, now: float) -> list[Effect]:
+        """Auto-links whose retry is due attach again."""
+        return [self.attach(al) for al in self.table.tick(now)]
+
+    def next_deadline(self) -> float | None:
+        return self.table.next_deadline() if len(self.table) else None
 
 
 __all__ = ["AutoLinking"]

@@ -21,7 +21,7 @@ from addressing import (
     RoutingKey,
     classify,
 )
-from autolink import AutoLinkSpec, AutoLinkTable
+from autolink import AutoLinkSpec
 from linkroute import Detach, LinkRouteSpec
 from router.core.autolinks import AutoLinking
 from router.core.destinations import demand_changed, senders_changed
@@ -103,7 +103,7 @@ def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
     return None
 
 
-class Router(AutoLinking):
+class Router:
     """Address records and link binding for one router.
 
     Args:
@@ -147,7 +147,9 @@ class Router(AutoLinking):
             self.network = Network(router_id=router_id, instance=instance, records=self.records,
                                    record_for=self._remote_record, release_record=self._release,
                                    **(timers or {}))
-        self.autolinks: AutoLinkTable[Connection] = AutoLinkTable(auto_links)
+        self.auto_links = AutoLinking(auto_links, link_id=self._link_id,
+                                      bind=self._bind_auto_link,
+                                      add_consumer=self._add_consumer)
         self.link_routing = LinkRouting(link_routes, link_id=self._link_id, records=self.records,
                                         network=self.network,
                                         allow_resumable=allow_resumable_link_route)
@@ -205,6 +207,17 @@ class Router(AutoLinking):
             # exists while the router is reachable.
             return self.records.get(key.key)
         return None
+
+    def _bind_auto_link(self, address: str, phase: int, fallback: bool) -> AddressRecord:
+        """The record an auto-link's link binds to: its address at its phase
+        (the fallback record for a fallback ``out`` link)."""
+        distribution, spec = self._treatment(address)
+        if distribution is Distribution.UNAVAILABLE:
+            distribution = Distribution.BALANCED
+        key = classify(address, router_id=self.router_id, phase=phase, fallback=fallback)
+        record = self._bind(key, address, distribution, spec)
+        assert record is not None, "an auto-link address is always a mobile address"
+        return record
 
     def _release(self, record: AddressRecord) -> None:
         """Free a record nothing uses any more (reference 4.8); a primary and
@@ -368,7 +381,7 @@ class Router(AutoLinking):
             self._release(record)
         autolink = link.autolink
         if autolink is not None and autolink.link_id == link.link_id:
-            self.autolink_detached(autolink, error, now)
+            self.auto_links.detached(autolink, error, now)
         return effects
 
     def connection_closed(self, conn: Connection, now: float = 0.0) -> list[Effect]:
@@ -384,8 +397,7 @@ class Router(AutoLinking):
             effects.extend(self.network.link_lost(conn, now))
         effects.extend(self.link_routing.connection_closed(conn, now))
         if conn.role is Role.ROUTE_CONTAINER:
-            for autolink in self.autolinks.connection_closed(conn):
-                effects.append(self._attach_autolink(autolink))
+            effects.extend(self.auto_links.connection_closed(conn))
         return [e for e in effects if not isinstance(e, CreditEffect) or e.link.conn is not conn]
 
     # -- route-container connections and auto-links (reference 3.5, 8) --------
@@ -396,7 +408,7 @@ class Router(AutoLinking):
         if conn.role is not Role.ROUTE_CONTAINER:
             return []
         effects = self.link_routing.connection_opened(conn, now)
-        effects.extend(self._attach_autolink(al) for al in self.autolinks.connection_opened(conn))
+        effects.extend(self.auto_links.connection_opened(conn))
         return effects
 
     # -- link routes (reference 7) --------------------------------------------------------
@@ -494,7 +506,7 @@ class Router(AutoLinking):
 
     def tick(self, now: float) -> list[Effect]:
         """Timers: the routing protocol's and auto-links' retries."""
-        effects: list[Effect] = [self._attach_autolink(al) for al in self.autolinks.tick(now)]
+        effects = self.auto_links.tick(now)
         if self.network is not None:
             effects.extend(self.network.tick(now))
         return effects
@@ -502,7 +514,7 @@ class Router(AutoLinking):
     def next_deadline(self) -> float | None:
         """When ``tick`` is next due (asked on every turn of the event loop)."""
         network = None if self.network is None else self.network.next_deadline()
-        retry = self.autolinks.next_deadline() if len(self.autolinks) else None
+        retry = self.auto_links.next_deadline()
         if retry is None or (network is not None and network < retry):
             return network
         return retry

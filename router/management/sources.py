@@ -391,7 +391,7 @@ class ConfigAutoLinks(ReadOnly):
 
     def rows(self) -> Iterable[Row]:
         rows = []
-        for autolink in self._router.autolinks:
+        for autolink in self._router.auto_links.table:
             row: Row = conf.section_attributes(conf.AutoLinkSection.from_spec(autolink.spec))
             row["identity"] = autolink.identity
             row["name"] = autolink.label
@@ -405,14 +405,14 @@ class ConfigAutoLinks(ReadOnly):
         section = section_from("autoLink", name, attributes)
         assert isinstance(section, conf.AutoLinkSection)
         try:
-            autolink, effects = self._router.add_autolink(section.to_spec())
+            autolink, effects = self._router.auto_links.add(section.to_spec())
         except AutoLinkError as error:
             raise ManagementError(400, str(error)) from None
         row = next(r for r in self.rows() if r["identity"] == autolink.identity)
         return Changed(row=row, effects=tuple(effects))
 
     def delete(self, row: Row) -> tuple[Effect, ...]:
-        for autolink in self._router.autolinks:
+        for autolink in self._router.auto_links.table:
             if autolink.identity == row["identity"]:
-                return tuple(self._router.remove_autolink(autolink))
+                return tuple(self._router.auto_links.remove(autolink))
         raise ManagementError(404, f"No entity with identity={row['identity']}")

@@ -27,6 +27,7 @@ from proton import Collector, Connection, Event, Session, Transport
 
 from addressing import AddressTable
 from router.adapter import Engine, Listener, ListenerSettings
+from router.assembly import bind, build_engine
 from router.core import Router
 
 # Frames as proton's frame trace prints them, e.g.
@@ -82,7 +83,7 @@ class Client:
         mine, theirs = socket.socketpair()
         mine.setblocking(False)
         theirs.setblocking(False)
-        engine.adopt(theirs, listener, "test")
+        engine.listeners.adopt(theirs, listener, "test")
         self.sock: socket.socket | None = mine
         self.wire = WireLog()
         self.transport = Transport()  # client mode, no SASL layer
@@ -182,9 +183,9 @@ class Harness:
                              token=lambda: "0123456789abcde")
         settings = ListenerSettings(host="127.0.0.1", port=0, idle_timeout_s=0,
                                     link_capacity=link_capacity)
-        self.engine = Engine(router=self.router, router_id="Hop.test", listeners=[settings],
-                             clock=lambda: 1000.0)
-        [self.listener] = self.engine.bind()
+        self.engine = build_engine(core=self.router, router_id="Hop.test", clock=lambda: 1000.0,
+                                   management=False)
+        [self.listener] = bind(self.engine, [settings])
         self.clients: list[Client] = []
 
     def connect(self, name: str) -> Client:
@@ -222,7 +223,7 @@ class Harness:
         moved = False
         for client in self.clients:
             moved |= client.write()
-        ran = forced or bool(self.engine.epoll.poll(0))
+        ran = forced or bool(self.engine.loop.epoll.poll(0))
         if ran:
             self.engine.run_once(0)
         for client in self.clients:
@@ -235,10 +236,8 @@ class Harness:
         for client in self.clients:
             client.close()
         engine = self.engine
-        engine._shutdown()
-        engine.epoll.close()
-        engine._wake_r.close()
-        engine._wake_w.close()
+        engine.shutdown()
+        engine.close()
 
 
 __all__ = ["Client", "Harness", "WireLog"]

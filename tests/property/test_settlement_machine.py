@@ -648,7 +648,7 @@ class SettlementMachine(RuleBasedStateMachine):
     def check_router(self) -> None:
         engine = self.h.engine
         by_name: dict[str, InLink | OutLink | RoutedEnd] = {
-            link.name: link for link in engine.links.values()}
+            link.name: link for link in engine.events.links.table.values()}
         expected = {p.name for p in self.live_producers()} | {
             c.name for c in self.live_consumers()}
         assert set(by_name) == expected, f"router links {sorted(by_name)} != {sorted(expected)}"
@@ -670,7 +670,7 @@ class SettlementMachine(RuleBasedStateMachine):
                 f"{consumer.name}: {len(link.queue)} copies queued with credit {link.credit}")
             assert link.credit == consumer.link.credit, (
                 f"{consumer.name}: router credit {link.credit} != {consumer.link.credit}")
-        routed = {conn.sock for conn in engine.conns.values()}
+        routed = {conn.sock for conn in engine.transports.conns.values()}
         assert len(routed) == len(self.live_clients()), (
             f"router has {len(routed)} connections, {len(self.live_clients())} are alive")
 
@@ -696,7 +696,7 @@ class SettlementMachine(RuleBasedStateMachine):
         for producer in self.live_producers():
             for sent in producer.sent:
                 assert not sent.outstanding, f"{sent.tag} never settled: {self.describe(sent)}"
-        for link in self.h.engine.links.values():
+        for link in self.h.engine.events.links.table.values():
             assert isinstance(link, InLink), f"{link!r} outlived its consumer"
             assert not link.unsettled, f"{link!r} still holds {len(link.unsettled)} deliveries"
         note("teardown: every producer detaches")
@@ -704,7 +704,8 @@ class SettlementMachine(RuleBasedStateMachine):
             producer.link.close()
             producer.detached = True
         self.h.pump()
-        assert not self.h.engine.links, f"links left: {list(self.h.engine.links.values())}"
+        table = self.h.engine.events.links.table
+        assert not table, f"links left: {list(table.values())}"
         assert not self.h.router.records, f"address records left: {self.h.router.records}"
 
 

@@ -65,9 +65,9 @@ def test_events_by_type_and_link_side(counts: dict[str, Any]) -> None:
 
 
 def test_the_dispatch_loop_costs_are_attributed(counts: dict[str, Any]) -> None:
-    """Each dispatched event costs a peek, a type and a pop in Engine._dispatch."""
+    """Each dispatched event costs a peek, a type and a pop in Events.dispatch."""
     sites = {(layer, fn, site): n for layer, fn, site, n in counts["sites"]}
     popped = counts["popped"]
-    assert sites["router", "pn_event_type", "Engine._dispatch"] == popped
-    assert sites["router", "pn_collector_peek", "Engine._dispatch"] > popped
+    assert sites["router", "pn_event_type", "Events.dispatch"] == popped
+    assert sites["router", "pn_collector_peek", "Events.dispatch"] > popped
     assert sites["router", "pn_link_recv", "Forwarder.incoming"] == N

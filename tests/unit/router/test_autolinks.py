@@ -60,7 +60,7 @@ def state(autolink: AutoLink[Connection]) -> AutoLinkState:
 
 
 def answered(router: Router, effect: AttachAutoLink) -> InLink | OutLink:
-    link, _ = router.autolink_attached(effect.autolink, name="qdlink.x",
+    link, _ = router.auto_links.attached(effect.autolink, name="qdlink.x",
                                        address=effect.address, handle=None)
     assert link is not None
     return link
@@ -99,7 +99,7 @@ def test_out_autolink_is_a_consumer_of_phase_0_that_unblocks_producers() -> None
     producer = router.incoming_link_attached(client(), name="p", address="q")
     assert isinstance(producer, IncomingAccepted) and producer.link.blocked
     (effect,) = attach_all(router, broker())
-    link, effects = router.autolink_attached(effect.autolink, name="qdlink.x", address="q",
+    link, effects = router.auto_links.attached(effect.autolink, name="qdlink.x", address="q",
                                              handle=None)
     assert isinstance(link, OutLink) and link.record is not None
     assert link.record is producer.link.record and link.record.key == "M0q"
@@ -121,12 +121,12 @@ def test_in_autolink_feeds_phase_1_consumers_and_is_never_drained() -> None:
 def test_answer_without_address_waits_for_the_detach() -> None:
     router = make_router(out())
     (effect,) = attach_all(router, broker())
-    link, effects = router.autolink_attached(effect.autolink, name="x", address=None,
+    link, effects = router.auto_links.attached(effect.autolink, name="x", address=None,
                                              handle=None)
     assert (link, effects) == (None, [])
     al = effect.autolink
     assert al.state is S.ATTACHING
-    router.autolink_detached(al, "amqp:not-found: no such queue", now=5.0)
+    router.auto_links.detached(al, "amqp:not-found: no such queue", now=5.0)
     assert state(al) is S.FAILED
     assert effect.autolink.last_error == "amqp:not-found: no such queue"
 
@@ -156,7 +156,7 @@ def test_losing_the_broker_makes_it_inactive_until_a_serving_connection_opens() 
     consumer, _ = router.outgoing_link_attached(client(), name="c", address="q")
     assert isinstance(consumer, OutgoingAccepted)
     assert router.connection_closed(first, now=1.0) == []
-    links: list[AutoLink[Connection]] = list(router.autolinks)
+    links: list[AutoLink[Connection]] = list(router.auto_links.table)
     assert [al.state for al in links] == [S.INACTIVE, S.INACTIVE]
     assert not first.in_links and not first.out_links
     assert "M0q" not in router.records, "the out auto-link is no consumer any more"

@@ -1,11 +1,12 @@
-"""Outcomes and settlement on the per-message path (reference 6).
+"""Outcomes and settlement on the per-message path (docs/routing.md#settlement).
 
 Owns carrying a consumer's disposition back to the producer (anycast, with
 its details), folding multicast copies, the producer settling first, and
 what the producer is told when either side's link goes away; plus the
 router's own outcomes (released, rejected) and withdrawing or restoring a
 sender's credit.  The rules come from ``router.core.settlement``; this
-module applies them with raw proton calls and must not route.
+module applies them with raw proton calls and must not route.  It is the
+lowest of the per-message parts: it calls none of the others.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final
 
+from router.adapter.pending import Counters, Pending
 from router.adapter.pn import NULL, lib
 from router.core import (
     OUTCOME_INDEX,
@@ -44,7 +46,7 @@ _LOST_UNSETTLED = LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).val
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
     """Copy a consumer's delivery state, with its details, onto the producer's
-    delivery (reference 6.1): rejected error, modified fields, received
+    delivery (docs/routing.md#settlement): rejected error, modified fields, received
     position, and the raw data of any other state (e.g. transactional)."""
     local = pn_delivery_local(dst)
     remote = pn_delivery_remote(src)
@@ -89,40 +91,44 @@ def settle_with(d: Any, state: int, condition: str | None = None,
         pn_delivery_settle(d)
 
 
-class Settling:
-    """Settlement state shared with the forwarder: the senders whose credit
-    must be looked at, and the connections with output to write."""
+def whole(il: InLink) -> None:
+    """``il`` is no longer in the middle of a message."""
+    if il.partial is not None:
+        il.partial = None
+        il.conn.partials -= 1
 
-    def __init__(self) -> None:
-        self.credit_dirty: set[InLink] = set()
-        # Set when the router shuts down: no more credit is granted.
-        self.frozen = False
-        # Adapter connections (``Connection.handle``) that have output to write.
-        self.dirty: set[Any] = set()
-        self.dropped_presettled = 0
-        # Deliveries sent to a fallback destination (reference 4.7, 6.6).
-        self.redirected = 0
-        # Messages being streamed, by the link they arrive on, and the out
-        # links busy writing a streamed copy (``router.core.Stream``).
+
+class Outcomes:
+    """Dispositions and settlement between producers and consumers.
+
+    Args:
+        pending: the wake-up's shared work (connections to write, senders
+            whose credit to look at, consumers' deliveries to settle).
+        counters: the router-wide counts the per-message parts keep.
+    """
+
+    def __init__(self, pending: Pending, counters: Counters) -> None:
+        self.credit_dirty = pending.credit
+        self.dirty = pending.output
+        self.settle_later = pending.settle_later
+        self.oversized_links = pending.oversized
+        self.counters = counters
+        #: Messages being streamed, by the link they arrive on
+        #: (``router.core.Stream``); ``router.adapter.streaming`` adds and
+        #: removes them, settlement looks them up.
         self.streams: dict[InLink, Stream] = {}
-        self.busy: dict[OutLink, Stream] = {}
-        # Consumers' deliveries they settled, settled here in one go once the
-        # events at hand are handled (``settle_deferred``): settling each at
-        # once would wedge a PN_TRANSPORT event for the consumer's connection
-        # between the producer's update and settle, two events per message
-        # instead of none (proton drops an event repeating the last one).
-        self.settle_later: list[Any] = []
 
-    def _no_destination(self, d: Any, il: InLink) -> None:
-        """Nothing can receive (reference 5.5): release, or drop if pre-settled."""
+    def no_destination(self, d: Any, il: InLink) -> None:
+        """Nothing can receive (docs/routing.md#when-nothing-can-receive):
+        release, or drop if pre-settled."""
         if d is None:
-            self.dropped_presettled += 1
+            self.counters.dropped_presettled += 1
             self.credit_dirty.add(il)
         else:
-            self._finish(d, il, RELEASED)
+            self.finish(d, il, RELEASED)
 
-    def _finish(self, d: Any, il: InLink, state: int, condition: str | None = None,
-                description: str | None = None) -> None:
+    def finish(self, d: Any, il: InLink, state: int, condition: str | None = None,
+               description: str | None = None) -> None:
         """Give a delivery the router's own outcome and settle it."""
         self.credit_dirty.add(il)
         if d is None:
@@ -130,25 +136,32 @@ class Settling:
         if state == MODIFIED and not il.may_modify:
             state = RELEASED
         count_outcome(il, state)
-        settle_with(d, state, condition, description, not self._arriving(d, il))
+        settle_with(d, state, condition, description, not self.arriving(d, il))
         self.dirty.add(il.conn.handle)
 
-    @staticmethod
-    def _whole(il: InLink) -> None:
-        """``il`` is no longer in the middle of a message."""
-        if il.partial is not None:
-            il.partial = None
-            il.conn.partials -= 1
+    def oversized(self, d: Any, il: InLink) -> None:
+        """A message above the connection's policy size limit
+        (docs/security.md#policy): rejected and settled; the link and its
+        connection are then closed (``Pending.oversized``).  Nothing more is
+        read on the link."""
+        whole(il)
+        il.max_size = -1
+        il.delivered += 1
+        self.finish(d, il, REJECTED, "amqp:link:message-size-exceeded",
+                    "Message size exceeded")
+        self.oversized_links.append(il)
 
     def settle_deferred(self) -> None:
         """Settle the consumers' deliveries put off by ``outgoing``; called
         before anything may free their links (and after every batch of events)."""
         later = self.settle_later
-        self.settle_later = []
+        if not later:
+            return
         for od in later:
             pn_delivery_settle(od)
+        later.clear()
 
-    def _arriving(self, d: Any, il: InLink) -> bool:
+    def arriving(self, d: Any, il: InLink) -> bool:
         """Whether ``d`` is a streamed message still arriving; if so it is
         marked to be settled once complete (settling it now would make
         proton drop its remaining frames unread)."""
@@ -167,12 +180,12 @@ class Settling:
         if ref is None:
             return
         if isinstance(ref, Fanout):
-            self._copy_done(ref, None, state)
+            self.copy_done(ref, state)
             return
         d = ref.in_delivery
         if d is not None:
             ref.in_link.unsettled.pop(d, None)
-            self._finish(d, ref.in_link, state)
+            self.finish(d, ref.in_link, state)
 
     def outgoing(self, od: Any, ol: OutLink) -> None:
         """A PN_DELIVERY event on a router-outgoing link: the consumer's disposition."""
@@ -203,7 +216,7 @@ class Settling:
                     ref.target = None
                 if d is not None:
                     il = ref.in_link
-                    if not self.streams or not self._arriving(d, il):
+                    if not self.streams or not self.arriving(d, il):
                         pn_delivery_settle(d)
                     if outcome is not None:
                         il.outcomes[outcome] += 1
@@ -220,9 +233,9 @@ class Settling:
             count_outcome(ol, state)
             if ref.terminal is not None and od in ref.terminal:
                 ref.terminal.discard(od)
-                self._copy_done(ref, None, None)
+                self.copy_done(ref, None)
             else:
-                self._copy_done(ref, None, state or ACCEPTED)
+                self.copy_done(ref, state or ACCEPTED)
         elif state in TERMINAL_STATES:
             if ref.terminal is None:
                 ref.terminal = set()
@@ -247,7 +260,7 @@ class Settling:
             pn_delivery_update(d, outcome)
             self.dirty.add(f.in_link.conn.handle)
 
-    def _copy_done(self, f: Fanout, _od: Any, state: int | None) -> None:
+    def copy_done(self, f: Fanout, state: int | None) -> None:
         """One multicast copy settled, with ``state`` unless already reported."""
         if state is not None:
             f.outcome = fold_multicast(f.outcome, state)
@@ -264,9 +277,9 @@ class Settling:
         f.in_delivery = None
         il.unsettled.pop(d, None)
         outcome = f.outcome if f.outcome is not None else RELEASED
-        self._finish(d, il, outcome)
+        self.finish(d, il, outcome)
 
-    def _producer_settled(self, d: Any, il: InLink) -> None:
+    def producer_settled(self, d: Any, il: InLink) -> None:
         """The producer settled first: pass the settlement on (reference 6.1, 6.2)."""
         ref = il.unsettled.pop(d, None)
         if ref is not None:
@@ -308,12 +321,12 @@ class Settling:
                 data.waiting.remove(ol)
                 data.heads.pop(ol, None)
             if ref is not None:
-                self._copy_lost(ref, None, _LOST_UNDELIVERED)
+                self.copy_lost(ref, None, _LOST_UNDELIVERED)
         for od, ref in unsettled.items():
-            self._copy_lost(ref, od, _LOST_UNSETTLED)
+            self.copy_lost(ref, od, _LOST_UNSETTLED)
             pn_delivery_settle(od)
 
-    def _copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
+    def copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
         if type(ref) is Transfer:
             if ref.target is not None:
                 ref.target.outstanding -= 1
@@ -322,23 +335,23 @@ class Settling:
             if d is not None:
                 ref.in_delivery = None
                 ref.in_link.unsettled.pop(d, None)
-                self._finish(d, ref.in_link, state)
+                self.finish(d, ref.in_link, state)
             return
         assert isinstance(ref, Fanout)
         if od is not None:
             ref.copies.pop(od, None)
         if ref.terminal is not None and od in ref.terminal:
             ref.terminal.discard(od)
-            self._copy_done(ref, od, None)
+            self.copy_done(ref, None)
         else:
-            self._copy_done(ref, od, state)
+            self.copy_done(ref, state)
 
     def lose_incoming(self, il: InLink) -> None:
         """A producer went away (reference 6.4): anycast copies carry on unlinked;
         multicast copies are settled MODIFIED toward their consumers."""
         unsettled = il.unsettled
         il.unsettled = {}
-        self._whole(il)
+        whole(il)
         for ref in unsettled.values():
             ref.in_delivery = None
             if type(ref) is Fanout:
@@ -364,3 +377,6 @@ class Settling:
         """The sender's address has a destination again."""
         pn_link_set_drain(il.handle, False)
         self.credit_dirty.add(il)
+
+
+__all__ = ["LOST_UNSETTLED", "Outcomes", "copy_disposition", "settle_with", "whole"]

@@ -1,5 +1,6 @@
-"""Peer groups on the wire: the multicast socket, beacons out and in, and the
-inter-router connectors the router makes to the peers it hears.
+"""Peer groups on the wire (docs/networks.md#peer-groups): the multicast
+socket, beacons out and in, and the inter-router connectors the router
+makes to the peers it hears.
 
 Owns the UDP socket (joined to the group's multicast address on one
 interface, so a router announcing 127.0.0.1 stays on loopback), sending a
@@ -13,23 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import socket
-from typing import TYPE_CHECKING
 
 import attrs
 
 from router.adapter.connections import Connector
+from router.adapter.loop import EventLoop
+from router.adapter.ports import ConnectorControl
 from router.adapter.settings import ConnectorSettings
 from router.core import Role
 from router.core.discovery import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
 from router.core.reconnect import ReconnectPolicy
 
-if TYPE_CHECKING:
-    from router.adapter.engine import Engine
+__all__ = ["DiscoverySettings", "PeerDiscovery", "PeerGroup"]
 
-__all__ = ["DiscoverySettings", "PeerDiscovery"]
-
-log = logging.getLogger("router.adapter.discovery")
+log = logging.getLogger(__name__)
 
 #: How a connector to a discovered peer retries while the peer is live.
 PEER_RECONNECT = ReconnectPolicy(initial_s=0.1, max_s=2.0)
@@ -54,11 +54,21 @@ class DiscoverySettings:
 
 
 class PeerDiscovery:
-    """The router's side of a peer group, run by the engine's loop."""
+    """The router's side of a peer group: a part of the loop.
 
-    def __init__(self, engine: Engine, settings: DiscoverySettings, router_id: str,
-                 instance: int) -> None:
-        self.engine = engine
+    Args:
+        loop: where its socket is watched (raises OSError when the
+            multicast socket cannot be set up).
+        connectors: where the connectors to its peers are added.
+        settings: the group.
+        router_id: this router's id.
+        instance: this router's start time (epoch seconds).
+    """
+
+    def __init__(self, loop: EventLoop, connectors: ConnectorControl,
+                 settings: DiscoverySettings, router_id: str, instance: int) -> None:
+        self.loop = loop
+        self.connectors_of = connectors
         self.settings = settings
         self.table = PeerTable(group=settings.group, router_id=router_id,
                                secret=settings.secret, expiry_s=settings.expiry_s)
@@ -68,12 +78,12 @@ class PeerDiscovery:
         self.connectors: dict[str, Connector] = {}
         self.sent = 0
         self._logged: set[Ignored] = set()
-        self.next_due = 0.0
+        self._next_due = 0.0
         self.sock = self._open()
+        loop.add(self.sock.fileno(), select.EPOLLIN, self._readable)
 
-    @property
-    def fd(self) -> int:
-        return self.sock.fileno()
+    def next_due(self) -> float | None:
+        return self._next_due
 
     def _open(self) -> socket.socket:
         s = self.settings
@@ -96,8 +106,9 @@ class PeerDiscovery:
                  s.announce_port, s.address, s.port, s.interface)
         return sock
 
-    def readable(self, now: float) -> None:
+    def _readable(self, _fd: int, _mask: int) -> None:
         """Read every datagram waiting; peers newly heard get a connector."""
+        now = self.loop.clock()
         changed = False
         while True:
             try:
@@ -125,13 +136,13 @@ class PeerDiscovery:
 
     def tick(self, now: float) -> None:
         """Announce this router, forget peers gone quiet, let their connectors go."""
-        if self.engine.stopping:
-            self.next_due = now + self.settings.interval_s
+        if self.loop.stopping:
+            self._next_due = now + self.settings.interval_s
             return
         with contextlib.suppress(OSError):
             self.sock.sendto(self.beacon, (self.settings.address, self.settings.port))
             self.sent += 1
-        self.next_due = now + self.settings.interval_s
+        self._next_due = now + self.settings.interval_s
         for beacon in self.table.expire(now):
             log.info("Peer group %s: peer %s gone (no beacon for %g s)", self.settings.group,
                      beacon.router_id, self.settings.expiry_s)
@@ -145,17 +156,50 @@ class PeerDiscovery:
                     and connector.failover.current.host == beacon.host:
                 continue
             if connector is not None:
-                self.engine.remove_connector(connector)
+                self.connectors_of.remove(connector)
             settings = ConnectorSettings(
                 name=f"discovery/{router_id}", host=beacon.host, port=beacon.port,
                 role=Role.INTER_ROUTER, strip_in=False, strip_out=False,
                 reconnect=PEER_RECONNECT)
-            self.connectors[router_id] = self.engine.add_connector(settings)
+            self.connectors[router_id] = self.connectors_of.add(settings)
         for router_id, connector in list(self.connectors.items()):
             if router_id not in wanted and connector.conn is None:
-                self.engine.remove_connector(connector)
+                self.connectors_of.remove(connector)
                 del self.connectors[router_id]
 
     def close(self) -> None:
+        self.loop.remove(self.sock.fileno())
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+class PeerGroup:
+    """The peer group this router may join: a part of the loop from the start,
+    with work once ``join`` has opened the group's socket.
+
+    Args:
+        loop: where the group's socket is watched.
+        connectors: where the connectors to its peers are added.
+    """
+
+    def __init__(self, loop: EventLoop, connectors: ConnectorControl) -> None:
+        self.loop = loop
+        self.connectors = connectors
+        #: The group joined, if any.
+        self.joined: PeerDiscovery | None = None
+
+    def join(self, settings: DiscoverySettings, router_id: str, instance: int) -> None:
+        """Announce this router to a peer group and connect to its peers
+        (raises OSError when the multicast socket cannot be set up)."""
+        self.joined = PeerDiscovery(self.loop, self.connectors, settings, router_id, instance)
+
+    def next_due(self) -> float | None:
+        return None if self.joined is None else self.joined.next_due()
+
+    def tick(self, now: float) -> None:
+        if self.joined is not None:
+            self.joined.tick(now)
+
+    def close(self) -> None:
+        if self.joined is not None:
+            self.joined.close()

@@ -1,0 +1,204 @@
+"""HTTP listeners (``http: yes``): the connections they accept, served from
+the router's own event loop.
+
+Owns the HTTP connections (parsed by h11): reading requests, answering
+``/metrics`` with what the exposition function returns and ``/healthz``
+with whether the router is serving, writing the responses, and closing
+connections idle for a minute.  A part of the loop.  What the metrics say
+is ``router.adapter.metrics``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+from collections.abc import Callable
+
+import h11
+
+from router.adapter.connections import Listener
+from router.adapter.loop import READ, WRITE, EventLoop
+
+__all__ = ["HttpServer"]
+
+log = logging.getLogger(__name__)
+
+_IDLE_S = 60.0
+_TICK_S = 1.0
+_MAX_REQUEST = 16384
+_READABLE = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
+
+
+class _HttpConn:
+    __slots__ = ("closing", "h11", "last", "out", "request", "sock", "want_write")
+
+    def __init__(self, sock: socket.socket, now: float) -> None:
+        self.sock = sock
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST)
+        self.out = bytearray()
+        self.want_write = False
+        self.closing = False
+        self.last = now
+        self.request: h11.Request | None = None
+
+
+class HttpServer:
+    """The HTTP side of the event loop: accepted sockets, requests, responses.
+
+    Args:
+        loop: where the connections are watched (``loop.stopping`` makes
+            ``/healthz`` answer 503).
+        metrics: the exposition ``/metrics`` answers with, and its content type.
+    """
+
+    def __init__(self, loop: EventLoop, metrics: Callable[[], bytes],
+                 metrics_type: str) -> None:
+        self._loop = loop
+        self._metrics = metrics
+        self._metrics_type = metrics_type
+        self._clock = loop.clock
+        self.conns: dict[int, tuple[_HttpConn, Listener]] = {}
+        self.served = 0
+        self._next_tick = 0.0
+
+    # -- sockets ----------------------------------------------------------------
+
+    def accept(self, listener: Listener) -> None:
+        while True:
+            try:
+                sock, _ = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            # Other failures (out of descriptors) raise: the engine pauses the listener.
+            listener.backoff.succeeded(self._clock())
+            sock.setblocking(False)
+            self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
+            self._loop.add(sock.fileno(), READ, self.ready)
+
+    def ready(self, fd: int, mask: int) -> None:
+        """I/O on one of the HTTP connections."""
+        entry = self.conns.get(fd)
+        if entry is None:
+            return
+        conn, listener = entry
+        conn.last = self._clock()
+        if mask & WRITE:
+            self._flush(fd, conn)
+        if fd in self.conns and not conn.closing and \
+                mask & _READABLE:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._close(fd)
+                return
+            self._handle(fd, conn, listener, data)
+
+    def next_due(self) -> float | None:
+        return self._next_tick if self.conns else None
+
+    def tick(self, now: float) -> None:
+        """Close connections idle for a minute."""
+        self._next_tick = now + _TICK_S
+        for fd, (conn, _) in list(self.conns.items()):
+            if now - conn.last > _IDLE_S:
+                self._close(fd)
+
+    def close(self) -> None:
+        """Close every HTTP connection."""
+        for fd in list(self.conns):
+            self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        entry = self.conns.pop(fd, None)
+        if entry is None:
+            return
+        self._loop.remove(fd)
+        entry[0].sock.close()
+
+    # -- HTTP ---------------------------------------------------------------------
+
+    def _handle(self, fd: int, conn: _HttpConn, listener: Listener, data: bytes) -> None:
+        parser = conn.h11
+        try:
+            parser.receive_data(data)
+            while True:
+                event = parser.next_event()
+                if event is h11.NEED_DATA or event is h11.PAUSED:
+                    break
+                if isinstance(event, h11.ConnectionClosed):
+                    self._close(fd)
+                    return
+                if isinstance(event, h11.Request):
+                    conn.request = event
+                elif isinstance(event, h11.EndOfMessage) and conn.request is not None:
+                    self._respond(conn, listener, conn.request)
+                    conn.request = None
+                    if parser.our_state is h11.MUST_CLOSE:
+                        break
+                    parser.start_next_cycle()
+        except h11.RemoteProtocolError as error:
+            log.info("bad HTTP request on %s:%d: %s", listener.host, listener.port, error)
+            if parser.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                self._send(conn, 400, b"bad request\n", "text/plain")
+            conn.closing = True
+            self._flush(fd, conn)
+            return
+        conn.closing = parser.our_state is h11.MUST_CLOSE
+        self._flush(fd, conn)
+
+    def _respond(self, conn: _HttpConn, listener: Listener, request: h11.Request) -> None:
+        settings = listener.settings
+        path = request.target.split(b"?", 1)[0]
+        method = request.method
+        if path == b"/metrics" and settings.metrics:
+            if method not in (b"GET", b"HEAD"):
+                self._send(conn, 405, b"method not allowed\n", "text/plain")
+                return
+            body = self._metrics()
+            self._send(conn, 200, body if method == b"GET" else b"", self._metrics_type,
+                       length=len(body))
+            self.served += 1
+        elif path == b"/healthz" and settings.healthz:
+            ok = not self._loop.stopping
+            body = b"OK\n" if ok else b"shutting down\n"
+            self._send(conn, 200 if ok else 503, body if method != b"HEAD" else b"",
+                       "text/plain", length=len(body))
+        else:
+            self._send(conn, 404, b"not found\n", "text/plain")
+
+    @staticmethod
+    def _send(conn: _HttpConn, status: int, body: bytes, content_type: str,
+              length: int | None = None) -> None:
+        headers = [("Content-Type", content_type),
+                   ("Content-Length", str(len(body) if length is None else length))]
+        parser = conn.h11
+        conn.out += parser.send(h11.Response(status_code=status, headers=headers)) or b""
+        if body:
+            conn.out += parser.send(h11.Data(data=body)) or b""
+        conn.out += parser.send(h11.EndOfMessage()) or b""
+
+    def _flush(self, fd: int, conn: _HttpConn) -> None:
+        while conn.out:
+            try:
+                sent = conn.sock.send(conn.out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._close(fd)
+                return
+            del conn.out[:sent]
+        if conn.out:
+            if not conn.want_write:
+                conn.want_write = True
+                self._loop.modify(fd, READ | WRITE)
+            return
+        if conn.want_write:
+            conn.want_write = False
+            self._loop.modify(fd, READ)
+        if conn.closing:
+            self._close(fd)

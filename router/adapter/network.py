@@ -1,0 +1,230 @@
+"""Forwarding where other routers are involved: messages for addresses
+remote routers have, messages that arrived from another router, messages
+for a fallback destination, and the routing protocol's own messages
+(docs/networks.md#forwarding-across-the-network).
+
+Owns choosing among local consumers and remote routers (valid origins,
+trace exclusion, cost), the data link of a message's priority, the
+annotations the next router reads, and the address a message on an
+anonymous link goes to.  Remote destinations themselves are kept by
+``router.core.network``; this module must not recompute them per message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from addressing import Distribution, choose_balanced, choose_closest, effective_priority
+from router.adapter.outcomes import Outcomes
+from router.adapter.pending import Counters, Pending
+from router.adapter.sending import Sender, local_copy
+from router.core import (
+    FALLBACK_PHASE,
+    UNAVAILABLE,
+    AddressRecord,
+    Fanout,
+    InLink,
+    MessageFormatError,
+    MessageInfo,
+    OutLink,
+    RemoteTarget,
+    Router,
+    RouterAnnotations,
+    Transfer,
+    scan,
+)
+from router.core.settlement import REJECTED, RELEASED
+
+log = logging.getLogger(__name__)
+
+_MULTICAST = Distribution.MULTICAST
+_CLOSEST = Distribution.CLOSEST
+
+_NOWHERE: frozenset[str] = frozenset()
+
+
+class NetworkForwarding:
+    """The network half of the forwarder.
+
+    Args:
+        router: the routing core (its network and address lookup).
+        pending: the wake-up's shared work (the protocol's effects go there).
+        outcomes: the router's own outcomes.
+        sender: sends the copies.
+        counters: the router-wide counts.
+    """
+
+    def __init__(self, router: Router, pending: Pending, outcomes: Outcomes, sender: Sender,
+                 counters: Counters) -> None:
+        self.router = router
+        self.outcomes = outcomes
+        self.sender = sender
+        self.encoder = sender.encoder
+        self.counters = counters
+        self.credit_dirty = pending.credit
+        self.effects = pending.effects
+
+    def looping(self, il: InLink, ann: RouterAnnotations) -> bool:
+        """The loop guard (docs/networks.md#loops): more hops in the trace
+        than the network's radius allows."""
+        network = self.router.network
+        trace = ann.trace
+        if network is None or trace is None or len(trace) <= network.routes.radius + 1:
+            return False
+        log.debug("%r: released by the loop guard, trace %s", il, trace)
+        return True
+
+    def control(self, il: InLink, data: bytes, now: float) -> None:
+        """A message on a router-control link: the routing protocol's; what
+        it makes the router do is carried out once the event is handled."""
+        self.credit_dirty.add(il)
+        network = self.router.network
+        if network is None or il.router_link is None:
+            return
+        self.effects.extend(network.control_received(il.router_link, data, now))
+
+    def anonymous_record(self, d: Any, il: InLink, info: MessageInfo,
+                         ann: RouterAnnotations | None) -> AddressRecord | None:
+        """The record a message on an anonymous link goes to
+        (docs/routing.md#anonymous-senders)."""
+        to = info.to
+        phase = 0
+        if ann is not None and ann.to is not None:
+            to = ann.to
+            phase = ann.phase or 0
+        if not to:
+            self.outcomes.finish(d, il, REJECTED, "amqp:precondition-failed",
+                                 "Routing failure: no address present")
+            return None
+        found = self.router.lookup(to, phase)
+        if found is UNAVAILABLE:
+            self.outcomes.finish(d, il, REJECTED, "amqp:not-found",
+                                 "Deliveries cannot be sent to an unavailable address")
+            return None
+        if found is None:
+            self.outcomes.finish(d, il, RELEASED)
+            return None
+        assert isinstance(found, AddressRecord)
+        return found
+
+    def nowhere(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+                info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+        """The address has no destination for the message (reference 5.5): its
+        fallback takes it, unless the message came from a fallback link
+        (reference 4.7), else it is released (dropped when pre-settled)."""
+        fallback = record.fallback
+        if fallback is None or il.fallback or not fallback.has_destination:
+            self.outcomes.no_destination(d, il)
+            return
+        self.counters.redirected += 1
+        record.redirected += 1
+        self.route(d, il, data, fallback, info, ann, FALLBACK_PHASE)
+
+    def route(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+              info: MessageInfo | None, ann: RouterAnnotations | None,
+              phase_override: int | None = None) -> None:
+        """Forward where remote routers are involved: a message for an address
+        other routers have, or one that arrived from another router
+        (reference 5.3 steps 6-8, 5.4); also a message redirected to a
+        fallback destination (``phase_override``, reference 4.7)."""
+        network = self.router.network
+        if info is None:
+            try:
+                info = scan(data)
+            except MessageFormatError as exc:
+                self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
+                return
+        if ann is not None:
+            if self.looping(il, ann):
+                self.outcomes.no_destination(d, il)
+                return
+            origin = ann.origin
+            visited = ann.visited
+        else:
+            origin = None
+            visited = _NOWHERE
+        priority = effective_priority(record.priority, info.priority)
+        if il.record is not None:
+            to = il.address
+            phase = il.phase or None
+        else:
+            to = ann.to if ann is not None else None
+            phase = ann.phase if ann is not None else None
+        if phase_override is not None:
+            phase = phase_override
+        consumers = record.consumers
+        dist = record.distribution
+        if dist is _MULTICAST:
+            hops: dict[int, OutLink] = {}
+            for target in record.remotes:
+                rlink = target.link
+                if rlink.peer in visited or rlink.link_id in hops:
+                    continue
+                if network is not None and not network.valid_origin(target, origin):
+                    continue
+                out = rlink.data_link(priority)
+                if out is not None:
+                    hops[rlink.link_id] = out
+            if not consumers and not hops:
+                self.nowhere(d, il, data, record, info, ann)
+                return
+            annotated = self.encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
+                else data
+            copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
+            copies += [(ol, annotated, False) for ol in hops.values()]
+            record.transit += len(hops)
+            if d is None:
+                self.credit_dirty.add(il)
+                for ol, payload, keys in copies:
+                    self.sender.send(ol, payload, None, keys)
+                return
+            f = Fanout(d, il)
+            f.pending = len(copies)
+            il.unsettled[d] = f
+            for ol, payload, keys in copies:
+                self.sender.send(ol, payload, f, keys)
+            return
+        chosen: OutLink | RemoteTarget | None
+        if dist is _CLOSEST:
+            if consumers:
+                chosen = choose_closest(consumers)
+            else:
+                chosen = None
+                closest = record.closest_remotes
+                for i, target in enumerate(closest):
+                    if target.link.peer not in visited:
+                        chosen = target
+                        closest.append(closest.pop(i))
+                        break
+        else:
+            remotes = [t for t in record.remotes if t.link.peer not in visited
+                       and (network is None or network.valid_origin(t, origin))]
+            chosen = choose_balanced(consumers, remotes)
+        if chosen is None:
+            self.nowhere(d, il, data, record, info, ann)
+            return
+        ref: Transfer | None = None
+        if d is not None:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        else:
+            self.credit_dirty.add(il)
+        if isinstance(chosen, OutLink):
+            payload, keys = local_copy(chosen, data, info, ann)
+            self.sender.send(chosen, payload, ref, keys)
+            return
+        out = chosen.link.data_link(priority)
+        if out is None:
+            if ref is not None:
+                del il.unsettled[d]
+            self.outcomes.no_destination(d, il)
+            return
+        if ref is not None:
+            ref.target = chosen
+            chosen.outstanding += 1
+        record.transit += 1
+        self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref)
+
+
+__all__ = ["NetworkForwarding"]

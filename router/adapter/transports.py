@@ -1,0 +1,290 @@
+"""AMQP connections on their sockets: proton transports fed from and
+drained to non-blocking sockets.
+
+Owns every connection's socket and transport: starting one (an accepted
+socket, or a connector's socket once connected) with its SASL and TLS
+layers and the OPEN of a connecting side, reading what arrived (up to a
+budget per wake-up), writing what the transports have, the per-connection
+timers (idle timeout, the initial handshake timeout, a close the peer
+never answered), and closing a connection from this side.  A transport
+that has ended is handed to ``finished`` for the layers above to tear
+down; what a connection's frames mean is theirs too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+from typing import Any, Final
+
+from proton import SASL, SSL, Transport
+from proton import Connection as PnConnection
+
+from router.adapter.connections import Conn, Connector, Settings, open_properties, symbols
+from router.adapter.loop import READ, WRITE, EventLoop
+from router.adapter.pending import Pending
+from router.adapter.pn import ffi, lib
+from router.adapter.settings import ConnectorSettings, ListenerSettings
+from router.core import Connection, ConnectionId
+
+log = logging.getLogger(__name__)
+
+_CLOSE_GRACE_S = 2.0
+_IO_BUFFER = 65536
+# The most read from one connection in one wake-up: a little, so that small
+# messages are forwarded while their sender's next ones are on the way (a
+# window of 250 100-byte messages is 35 KiB); more while one of its links
+# is in the middle of a message, which nothing can forward before more of it.
+_READ_BUDGET = 16384
+_READ_BUDGET_MID_MESSAGE = 262144
+_FAILED: Final = select.EPOLLHUP | select.EPOLLERR
+_READABLE: Final = select.EPOLLIN | select.EPOLLRDHUP | _FAILED
+
+
+class Transports:
+    """The AMQP connections and their I/O.
+
+    Args:
+        loop: where their sockets are watched.
+        pending: the wake-up's shared work (connections with output).
+        router_id: the container id a connecting side announces.
+    """
+
+    def __init__(self, loop: EventLoop, pending: Pending, router_id: str) -> None:
+        self.loop = loop
+        self.clock = loop.clock
+        self.router_id = router_id
+        self.dirty = pending.output
+        #: One collector for every connection's events.
+        self.collector = lib.pn_collector()
+        self.conns: dict[int, Conn] = {}
+        self.by_transport: dict[Any, Conn] = {}
+        self.by_connection: dict[Any, Conn] = {}
+        #: Connections whose transport has ended, to be torn down.
+        self.finished: list[Conn] = []
+        self._next_conn_id = 0
+        self._rbuf = bytearray(_IO_BUFFER)
+        self._rcbuf = ffi.from_buffer(self._rbuf)
+        self._wbuf = bytearray(_IO_BUFFER)
+        self._wcbuf = ffi.from_buffer(self._wbuf)
+        self._wview = memoryview(self._wbuf)
+
+    # -- starting --------------------------------------------------------------------
+
+    def start(self, sock: socket.socket, s: Settings, peer: str,
+              connector: Connector | None = None) -> Conn:
+        """Serve ``sock`` (non-blocking) as an AMQP connection with settings ``s``:
+        accepted by a listener, or made by ``connector``."""
+        self._next_conn_id += 1
+        core = Connection(ConnectionId(self._next_conn_id), role=s.role,
+                          link_capacity=s.link_capacity, strip_in=s.strip_in,
+                          strip_out=s.strip_out, name=s.name)
+        transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
+        transport.max_frame_size = s.max_frame_size
+        transport.channel_max = max(0, min(s.max_sessions, 32768) - 1)
+        if s.idle_timeout_s:
+            transport.idle_timeout = float(s.idle_timeout_s)
+        sasl: SASL = transport.sasl()
+        sasl.allowed_mechs(s.sasl_mechanisms)
+        if isinstance(s, ListenerSettings):
+            transport.require_auth(s.authenticate_peer)
+            if s.require_encryption:
+                transport.require_encryption(True)
+            sasl.allow_insecure_mechs = s.allow_insecure_mechanisms
+            if s.sasl_config_dir is not None:
+                sasl.config_path(s.sasl_config_dir)
+            sasl.config_name(s.sasl_config_name)
+        else:
+            sasl.allow_insecure_mechs = True  # the conf chose to send these credentials
+        ssl = None
+        if s.tls is not None:
+            ssl = SSL(transport, s.tls)
+            if connector is not None:
+                ssl.peer_hostname = connector.failover.current.host  # SNI, name check
+        pn_conn = PnConnection()
+        if isinstance(s, ConnectorSettings) and s.sasl_username is not None:
+            pn_conn.user = s.sasl_username
+            if s.sasl_password is not None:
+                pn_conn.password = s.sasl_password
+        transport.bind(pn_conn)
+        lib.pn_connection_collect(pn_conn._impl, self.collector)
+        conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)
+        conn.ssl = ssl
+        core.handle = conn
+        self.conns[conn.fd] = conn
+        self.by_transport[conn.tptr] = conn
+        self.by_connection[conn.cptr] = conn
+        self.loop.add(conn.fd, READ, self.ready)
+        if connector is not None:
+            connector.conn = conn
+            pn_conn.container = self.router_id
+            pn_conn.hostname = connector.failover.current.host
+            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.properties = open_properties(conn)
+            pn_conn.open()
+            self.dirty.add(conn)
+        self.tick_one(conn, self.clock())
+        return conn
+
+    # -- I/O ---------------------------------------------------------------------------
+
+    def ready(self, fd: int, mask: int) -> None:
+        """The loop found a connection's socket ready."""
+        conn = self.conns[fd]
+        if mask & _READABLE:
+            if conn.holds and not mask & _FAILED:
+                self.arm(conn)  # a streamed message's copies are behind
+            else:
+                self.read(conn)
+        if mask & WRITE:
+            self.dirty.add(conn)
+
+    def read(self, conn: Conn) -> None:
+        """Read what the socket has, up to a budget: proton's input buffer
+        takes 8-16 KiB at a time, so one wake-up reads as many times as the
+        budget allows, instead of one large message costing several
+        wake-ups (and their writes)."""
+        tptr = conn.tptr
+        total = 0
+        while True:
+            capacity = lib.pn_transport_capacity(tptr)
+            if capacity < 0:
+                # The transport takes no more input; wait for it to finish writing.
+                self.loop.modify(conn.fd, WRITE if conn.want_write else 0)
+                self.dirty.add(conn)
+                return
+            if capacity == 0:
+                break
+            want = capacity if capacity < _IO_BUFFER else _IO_BUFFER
+            try:
+                n = conn.sock.recv_into(self._rbuf, want)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self.socket_failed(conn, exc)
+                return
+            if n == 0:
+                lib.pn_transport_close_tail(tptr)
+                self.dirty.add(conn)
+                return
+            lib.pn_transport_push(tptr, self._rcbuf, n)
+            total += n
+            if n < want or total >= _READ_BUDGET_MID_MESSAGE or (
+                    total >= _READ_BUDGET and not conn.core.partials):
+                break
+        if total:
+            self.dirty.add(conn)
+
+    def arm(self, conn: Conn) -> None:
+        """Watch ``conn`` for input unless it holds, and for output while it waits to write."""
+        self.loop.modify(conn.fd, (0 if conn.holds else READ) | (WRITE if conn.want_write else 0))
+
+    def socket_failed(self, conn: Conn, exc: OSError) -> None:
+        log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id, conn.peer, exc)
+        lib.pn_transport_close_tail(conn.tptr)
+        lib.pn_transport_close_head(conn.tptr)
+        self.dirty.add(conn)
+
+    def write(self, conn: Conn) -> None:
+        """Write what the transport has; a transport that has ended, and is
+        closed, goes to ``finished``."""
+        tptr = conn.tptr
+        sock = conn.sock
+        ended = False
+        while True:
+            # peek asks the transport for its output itself: < 0 once it has ended.
+            n = lib.pn_transport_peek(tptr, self._wcbuf, _IO_BUFFER)
+            if n < 0:
+                ended = True
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_WR)
+                break
+            if n == 0:
+                break
+            try:
+                sent = sock.send(self._wview[:n])
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self.socket_failed(conn, exc)
+                return
+            if sent > 0:
+                lib.pn_transport_pop(tptr, sent)
+            if sent < n:
+                if not conn.want_write:
+                    conn.want_write = True
+                    self.arm(conn)
+                return
+        if conn.want_write:
+            conn.want_write = False
+            self.arm(conn)
+        if ended and lib.pn_transport_closed(tptr) and not conn.closed:
+            self.finished.append(conn)
+
+    def write_all(self) -> bool:
+        """Write every connection with output; whether there was any."""
+        dirty = self.dirty
+        if not dirty:
+            return False
+        conns = list(dirty)
+        dirty.clear()
+        for conn in conns:
+            if not conn.closed:
+                self.write(conn)
+        return True
+
+    # -- time --------------------------------------------------------------------------
+
+    def tick_all(self, now: float) -> None:
+        """Once a second: every connection's timers."""
+        for conn in list(self.conns.values()):
+            self.tick_one(conn, now)
+
+    def tick_one(self, conn: Conn, now: float) -> None:
+        s = conn.settings
+        if (not conn.opened and s.initial_handshake_timeout_s
+                and now - conn.started > s.initial_handshake_timeout_s):
+            cond = lib.pn_transport_condition(conn.tptr)
+            lib.pn_condition_set_name(cond, b"amqp:not-allowed")
+            lib.pn_condition_set_description(cond, b"Timeout waiting for initial handshake")
+            log.info("[C%d] Timeout waiting for initial handshake from %s",
+                     conn.core.conn_id, conn.peer)
+            conn.opened = True  # report once
+            lib.pn_transport_close_tail(conn.tptr)
+            lib.pn_transport_close_head(conn.tptr)
+        if conn.deadline and now >= conn.deadline:
+            conn.deadline = 0.0
+            lib.pn_transport_close_tail(conn.tptr)
+            lib.pn_transport_close_head(conn.tptr)
+        lib.pn_transport_tick(conn.tptr, int(now * 1000))
+        self.dirty.add(conn)
+
+    # -- closing -----------------------------------------------------------------------
+
+    def close_connection(self, conn: Conn, why: str) -> None:
+        """Close a connection from this side with ``amqp:connection:forced``;
+        what it held is settled as for any lost connection."""
+        if conn.closed:
+            return
+        cond = lib.pn_connection_condition(conn.cptr)
+        lib.pn_condition_set_name(cond, b"amqp:connection:forced")
+        lib.pn_condition_set_description(cond, why.encode())
+        lib.pn_connection_close(conn.cptr)
+        # A peer that never answers the close loses its socket a little later.
+        conn.deadline = self.clock() + _CLOSE_GRACE_S
+        log.info("[C%d] Closing connection: %s", conn.core.conn_id, why)
+        self.dirty.add(conn)
+
+    def release(self, conn: Conn) -> None:
+        """Forget a torn-down connection and close its socket."""
+        self.loop.remove(conn.fd)
+        conn.sock.close()
+        del self.conns[conn.fd]
+        self.by_transport.pop(conn.tptr, None)
+        self.by_connection.pop(conn.cptr, None)
+        conn.transport.unbind()
+
+
+__all__ = ["Transports"]
