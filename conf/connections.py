@@ -12,6 +12,7 @@ import enum
 
 import attrs
 
+from addressing import Role
 from conf.document import JsonValue
 from conf.fields import Problem, Section, setting
 from conf.types import (
@@ -28,15 +29,6 @@ from conf.types import (
 )
 
 __all__ = ["AddressFamily", "ConnectorSection", "ListenerSection", "Role", "StripAnnotations"]
-
-
-class Role(enum.Enum):
-    """Role of the connections a listener accepts or a connector makes (reference 3.5)."""
-
-    NORMAL = "normal"
-    INTER_ROUTER = "inter-router"
-    ROUTE_CONTAINER = "route-container"
-    EDGE = "edge"
 
 
 class StripAnnotations(enum.Enum):

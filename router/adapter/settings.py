@@ -101,7 +101,7 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
     """What listeners and connectors configure alike; inter-router and edge
     connections never strip annotations (reference 5.7)."""
     strip = section.strip_annotations.value
-    role = Role(section.role.value)
+    role = section.role
     if role in (Role.INTER_ROUTER, Role.EDGE):
         strip = "no"
     return {

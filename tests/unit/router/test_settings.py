@@ -11,6 +11,7 @@ from proton import SASL
 import conf
 from router.adapter.settings import SaslError, connector_settings, listener_settings
 from router.adapter.tls import TlsError
+from router.core import Role
 
 
 def listener(**attributes: Any) -> conf.ListenerSection:
@@ -41,3 +42,10 @@ def test_a_connector_with_a_user_name_logs_in_with_plain(monkeypatch: pytest.Mon
     with pytest.raises(SaslError, match="saslPassword: environment variable HOP_NO_SUCH_VAR"):
         connector_settings(conf.ConnectorSection(
             host="core", port="5672", sasl_username="r", sasl_password="env:HOP_NO_SUCH_VAR"))
+
+
+def test_a_connection_role_read_from_the_conf_is_the_core_s_role() -> None:
+    cfg = conf.parse("connector {\n    role: route-container\n}\n", "hopd.conf")
+    [section] = cfg.connectors
+    assert section.role is Role.ROUTE_CONTAINER, "one Role, declared in addressing"
+    assert connector_settings(section).role is Role.ROUTE_CONTAINER
