@@ -41,7 +41,7 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
-from conf.types import port_number
+from conf.types import parse_boolean, port_number
 
 __all__ = [
     "DEFAULT_CONF_TEXT",
@@ -80,6 +80,7 @@ __all__ = [
     "load",
     "load_policy_dir",
     "parse",
+    "parse_boolean",
     "port_number",
     "render",
     "section_attributes",

@@ -21,8 +21,8 @@ UINT32_MAX = 4294967295
 INT32_MAX = 2147483647
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_TRUE_WORDS = frozenset({"yes", "true", "on"})
-_FALSE_WORDS = frozenset({"no", "false", "off"})
+_TRUE_WORDS = ("yes", "true", "on")
+_FALSE_WORDS = ("no", "false", "off")
 _SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
@@ -33,6 +33,31 @@ class ValueTypeError(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+def parse_boolean(text: str, *, digits: bool = False) -> bool:
+    """The boolean a word means: yes, true or on; no, false or off; in any case.
+
+    The one reading of a boolean written as text, for the configuration and
+    for option strings alike, so that a misspelt word is an error everywhere
+    rather than false somewhere.
+
+    Args:
+        text: the word as written.
+        digits: also take 1 and 0 (URL and option strings do).
+
+    Raises:
+        ValueError: for any other text, naming the words taken.
+    """
+    word = text.lower()
+    if word in _TRUE_WORDS or (digits and word == "1"):
+        return True
+    if word in _FALSE_WORDS or (digits and word == "0"):
+        return False
+    true, false = "/".join(_TRUE_WORDS), "/".join(_FALSE_WORDS)
+    if digits:
+        true, false = true + "/1", false + "/0"
+    raise ValueError(f"expected a boolean ({true} or {false}), got {text!r}")
 
 
 def _text(node: Node, expected: str) -> str:
@@ -167,15 +192,12 @@ class BooleanType(ValueType):
         if isinstance(node.value, bool):
             return node.value
         if isinstance(node.value, str):
-            word = node.value.lower()
-            if word in _TRUE_WORDS:
-                return True
-            if word in _FALSE_WORDS:
-                return False
-            shown: str = repr(node.value)
-        else:
-            shown = describe_kind(node)
-        raise ValueTypeError(f"expected a boolean (yes/true/on or no/false/off), got {shown}")
+            try:
+                return parse_boolean(node.value)
+            except ValueError as error:
+                raise ValueTypeError(str(error)) from None
+        raise ValueTypeError(
+            f"expected a boolean (yes/true/on or no/false/off), got {describe_kind(node)}")
 
     def describe(self) -> str:
         return "boolean"

@@ -43,6 +43,7 @@ import attrs
 from proton import Connection
 from proton.reactor import Backoff, Container
 
+from conf import parse_boolean
 from router.core.discovery import MAX_BEACON, BeaconError, PeerTable
 
 __all__ = ["Discovered", "DiscoveryError", "DiscoveryUrl", "discover", "parse_discovery_url"]
@@ -109,12 +110,10 @@ def _number(url: str, name: str, value: str, *, minimum: float = 0) -> float:
 
 
 def _flag(url: str, name: str, value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise DiscoveryError(f"{url}: {name} must be true or false, got {value!r}")
+    try:
+        return parse_boolean(value, digits=True)
+    except ValueError:
+        raise DiscoveryError(f"{url}: {name} must be true or false, got {value!r}") from None
 
 
 def parse_discovery_url(url: str) -> DiscoveryUrl:

@@ -56,6 +56,15 @@ def test_a_discovery_url_names_the_group_and_maps_the_reconnect_options() -> Non
     assert delays == pytest.approx([0.0, 0.1, 0.3, 0.9])
 
 
+def test_discovery_url_flags_are_read_as_the_conf_reads_booleans() -> None:
+    spec = parse_discovery_url("discovery://(multicast://g)?randomize=0"
+                               "&useExponentialBackOff=off")
+    assert not spec.randomize and not spec.exponential
+    assert parse_discovery_url("discovery://(multicast://g)?randomize=YES").randomize
+    with pytest.raises(DiscoveryError, match="randomize must be true or false, got 'ture'"):
+        parse_discovery_url("discovery://(multicast://g)?randomize=ture")
+
+
 def test_discovery_url_forms() -> None:
     activemq = parse_discovery_url("discovery:(multicast://default)")
     assert (activemq.group, activemq.port, activemq.max_attempts) == ("default", 6155, 0)
