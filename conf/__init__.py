@@ -17,6 +17,7 @@ from conf.connections import (
 )
 from conf.diagnostics import ConfError, Diagnostic
 from conf.entities import ENTITY_TYPES, EntityType
+from conf.groups import ManagementAccess, UserGroupSection, ignored_group_settings
 from conf.loading import DEFAULT_CONF_TEXT, load, load_policy_dir, parse
 from conf.logs import LOG_LEVELS, LogModule, LogSection
 from conf.model import RouterConf
@@ -66,6 +67,7 @@ __all__ = [
     "ListenerSection",
     "LogModule",
     "LogSection",
+    "ManagementAccess",
     "MatchMethod",
     "PolicySection",
     "Role",
@@ -74,9 +76,11 @@ __all__ = [
     "RouterSection",
     "SslProfileSection",
     "StripAnnotations",
+    "UserGroupSection",
     "VhostSection",
     "build_section",
     "camel_case",
+    "ignored_group_settings",
     "load",
     "load_policy_dir",
     "parse",

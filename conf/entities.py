@@ -1,7 +1,9 @@
 """The registry of configuration entity types: section name, class, singleton, unique attributes.
 
 Owns which sections exist and in which order they are rendered and
-documented.  It must not parse or check values.
+documented, and the settings written inside a section's attribute rather
+than as sections of their own (a vhost's user groups).  It must not parse
+or check values.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import attrs
 
 from conf.connections import ConnectorSection, ListenerSection
 from conf.fields import Section
+from conf.groups import UserGroupSection
 from conf.logs import LogSection
 from conf.routing import (
     AddressSection,
@@ -28,7 +31,15 @@ from conf.sections import (
     VhostSection,
 )
 
-__all__ = ["ENTITY_TYPES", "ENTITY_TYPES_BY_NAME", "EntityType", "entity_type_of"]
+__all__ = [
+    "ENTITY_TYPES",
+    "ENTITY_TYPES_BY_NAME",
+    "NESTED_TYPES",
+    "NESTED_TYPES_BY_NAME",
+    "EntityType",
+    "NestedType",
+    "entity_type_of",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -189,6 +200,38 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
 )
 
 ENTITY_TYPES_BY_NAME = {entity.conf_name: entity for entity in ENTITY_TYPES}
+
+
+@attrs.frozen(kw_only=True)
+class NestedType:
+    """Settings written as the values of a JSON map attribute of a section,
+    declared with the same schema metadata as a section's attributes."""
+
+    #: The name qdrouterd's management schema gives the type.
+    name: str
+    cls: type[Section]
+    #: The section and attribute whose map values hold these settings.
+    parent: str
+    attribute: str
+    summary: str
+
+
+NESTED_TYPES: tuple[NestedType, ...] = (
+    NestedType(
+        name="vhostUserGroupSettings",
+        cls=UserGroupSection,
+        parent="vhost",
+        attribute="groups",
+        summary="The settings of one user group of a vhost (qdrouterd's "
+        "vhostUserGroupSettings): each value of the vhost's groups map, keyed by the group's "
+        "name. The names are matched as written (not normalised); an unknown name is an "
+        "error. Users in no group get the group $default when the vhost has "
+        "allowUnknownUser; the group $connector applies to what the peer of a connector "
+        "whose policyVhost names the vhost attaches.",
+    ),
+)
+
+NESTED_TYPES_BY_NAME = {nested.name: nested for nested in NESTED_TYPES}
 
 
 def entity_type_of(cls: type[Section]) -> EntityType:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from conf.diagnostics import Position
-from conf.document import JsonValue, Node, ObjectValue, describe_kind, to_plain
+from conf.document import ArrayValue, JsonValue, Node, ObjectValue, describe_kind, to_plain
 
 UINT32_MAX = 4294967295
 INT32_MAX = 2147483647
@@ -241,6 +241,36 @@ class EnumType(ValueType):
 
     def plain(self, value: object) -> object:
         return value.value if isinstance(value, enum.Enum) else value
+
+
+class NameListType(ValueType):
+    """Names, written as one comma-separated string or as a JSON list of names
+    (qdrouterd takes both); blanks around names and empty names are dropped."""
+
+    def convert(self, node: Node) -> tuple[str, ...]:
+        if isinstance(node.value, ArrayValue):
+            texts = []
+            for item in node.value.items:
+                try:
+                    texts.append(_text(item, "a name"))
+                except ValueTypeError as error:
+                    raise ValueTypeError(error.message, item.pos) from None
+        elif isinstance(node.value, str):
+            texts = node.value.split(",")
+        else:
+            raise ValueTypeError("expected a comma-separated string or a JSON list of names, "
+                                 f"got {describe_kind(node)}")
+        return tuple(name for name in (text.strip() for text in texts) if name)
+
+    def describe(self) -> str:
+        return "names: a comma-separated string or a JSON list"
+
+    def format(self, value: object) -> str:
+        assert isinstance(value, tuple)
+        return ", ".join(value)
+
+    def plain(self, value: object) -> object:
+        return None if value is None else self.format(value)
 
 
 def port_number(port: str) -> int:

@@ -117,8 +117,7 @@ def build_policy(cfg: conf.RouterConf) -> Policy:
     the vhosts of the files in ``policyDir``.
 
     Raises:
-        ValueError: a group setting of the wrong kind (naming vhost and group),
-            or a vhost defined twice.
+        ValueError: a vhost defined twice.
         conf.ConfError: a policyDir file that cannot be read or is invalid.
     """
     p = cfg.policy

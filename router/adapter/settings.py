@@ -12,7 +12,7 @@ from proton import SASL
 import conf
 from router.adapter.tls import SecretError, TlsError, TlsProfile, secret_value
 from router.core import Role
-from router.core.policy import GroupSettings, Vhost
+from router.core.policy import UNLIMITED, GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 
@@ -219,33 +219,54 @@ def connector_settings(section: conf.ConnectorSection,
                              **settings)
 
 
-#: Group settings qdrouterd has that mean nothing in Hop (warned about).
-_MEANINGLESS_GROUP_SETTINGS = {
-    "allowDynamicLinkRoutes": "Hop has no connection-scoped link routes for it to allow",
-}
+def _group_settings(group: conf.UserGroupSection) -> GroupSettings:
+    """The policy's view of one user group.  As in qdrouterd's code, 0 means
+    no limit for sessions, senders and receivers, and the listener's for the
+    frame size and the session window."""
+    def limit(value: int | None) -> int:
+        return UNLIMITED if value is None else value
+
+    return GroupSettings(
+        users=frozenset(group.users or ()),
+        remote_hosts=group.remote_hosts or (),
+        max_connections_per_user=limit(group.max_connections_per_user),
+        max_connections_per_host=limit(group.max_connections_per_host),
+        max_message_size=group.max_message_size,
+        max_sessions=group.max_sessions or UNLIMITED,
+        max_senders=group.max_senders or UNLIMITED,
+        max_receivers=group.max_receivers or UNLIMITED,
+        max_frame_size=group.max_frame_size or None,
+        max_session_window=group.max_session_window or None,
+        allow_dynamic_source=group.allow_dynamic_source,
+        allow_anonymous_sender=group.allow_anonymous_sender,
+        allow_admin_status_update=group.allow_admin_status_update,
+        allow_user_id_proxy=group.allow_user_id_proxy,
+        allow_waypoint_links=group.allow_waypoint_links,
+        allow_fallback_links=group.allow_fallback_links,
+        sources=group.sources if group.sources is not None else group.source_pattern,
+        targets=group.targets if group.targets is not None else group.target_pattern,
+        management=group.management.value,
+    )
 
 
 def vhost_from_section(section: conf.VhostSection,
                        warn: Callable[..., None] | None = None) -> Vhost:
     """The policy's ``Vhost`` for a ``vhost`` section (conf file, policyDir
-    or management); ``warn`` is told of settings Hop has no use for.
+    or management), whose groups the conf checked; ``warn`` is told of group
+    settings Hop accepts and does not apply.
 
     Raises:
-        ValueError: a group that is not a map or has a value of the wrong kind,
-            naming the vhost and the group.
+        conf.ConfError: a group that does not fit its declaration, in a
+            section the conf loader did not make.
     """
     groups = {}
-    for name, settings in (section.groups or {}).items():
-        if not isinstance(settings, dict):
-            raise ValueError(f"vhost {section.hostname!r} group {name!r}: expected a map")
-        try:
-            groups[name] = GroupSettings.from_conf(settings)
-        except ValueError as exc:
-            raise ValueError(f"vhost {section.hostname!r} group {name!r}: {exc}") from None
-        for key in sorted(set(settings) & set(_MEANINGLESS_GROUP_SETTINGS)):
+    for name, group in section.user_groups().items():
+        groups[name] = _group_settings(group)
+        written = (section.groups or {})[name]
+        assert isinstance(written, dict)
+        for key, reason in conf.ignored_group_settings(written):
             if warn is not None:
-                warn("vhost %r group %r: %s is ignored: %s", section.hostname, name, key,
-                     _MEANINGLESS_GROUP_SETTINGS[key])
+                warn("vhost %r group %r: %s is ignored: %s", section.hostname, name, key, reason)
     aliases = tuple(a.strip() for a in (section.aliases or "").split(",") if a.strip())
     return Vhost(hostname=section.hostname, aliases=aliases,
                  max_connections=section.max_connections,

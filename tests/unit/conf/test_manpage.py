@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conf import ENTITY_TYPES, parse
+from conf.entities import NESTED_TYPES
 from conf.fields import schema_fields
 from conf.manpage import REGENERATE_COMMAND, render_manpage
 
@@ -26,6 +27,16 @@ def test_manpage_documents_every_section_and_attribute() -> None:
             assert f"\\fB{field.schema.conf_name}\\fR (" in page
             for alias in field.schema.aliases:
                 assert f"\\fB{alias}\\fR" in page
+
+
+def test_manpage_lists_every_group_setting_after_its_section() -> None:
+    page = render_manpage()
+    for nested in NESTED_TYPES:
+        before, heading, rest = page.partition(f'\n.SS "{nested.parent} {nested.attribute}"\n')
+        assert heading and before.rfind(f"\n.SS {nested.parent}\n") == before.rfind("\n.SS ")
+        table = rest.split("\n.SS ", 1)[0]
+        for field in schema_fields(nested.cls):
+            assert f"\\fB{field.schema.conf_name}\\fR (" in table
 
 
 def test_manpage_has_the_standard_sections() -> None:

@@ -1,5 +1,5 @@
-"""Listener and connector settings: the SASL and TLS checks made before a
-port opens."""
+"""Listener, connector and vhost settings: the SASL and TLS checks made
+before a port opens, and the values the conf declares reaching the router."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ import pytest
 from proton import SASL
 
 import conf
-from router.adapter.settings import SaslError, connector_settings, listener_settings
+from conf.fields import SchemaField, schema_fields
+from conf.types import BooleanType, EnumType, IntegerType, NameListType
+from router.adapter.settings import (
+    SaslError,
+    connector_settings,
+    listener_settings,
+    vhost_from_section,
+)
 from router.adapter.tls import TlsError
 from router.core import Role
+from router.core.policy import GroupSettings
 
 
 def listener(**attributes: Any) -> conf.ListenerSection:
@@ -49,3 +57,56 @@ def test_a_connection_role_read_from_the_conf_is_the_core_s_role() -> None:
     [section] = cfg.connectors
     assert section.role is Role.ROUTE_CONTAINER, "one Role, declared in addressing"
     assert connector_settings(section).role is Role.ROUTE_CONTAINER
+
+
+def group_of(settings: dict[str, object]) -> GroupSettings:
+    section = conf.build_section("vhost", {"hostname": "h", "groups": {"g": settings}})
+    assert isinstance(section, conf.VhostSection)
+    return vhost_from_section(section).groups["g"]
+
+
+def _other_value(field: SchemaField) -> object:
+    """A written value of ``field`` other than its default."""
+    value_type = field.schema.type
+    if isinstance(value_type, BooleanType):
+        return not field.default
+    if isinstance(value_type, EnumType):
+        return next(m.value for m in value_type.members if m != field.default)
+    if isinstance(value_type, NameListType):
+        return "x"
+    assert isinstance(value_type, IntegerType)
+    return 1
+
+
+def test_every_group_setting_hop_applies_reaches_the_policy() -> None:
+    default = group_of({})
+    for field in schema_fields(conf.UserGroupSection):
+        if field.schema.ignored is None:
+            name = field.schema.conf_name
+            assert group_of({name: _other_value(field)}) != default, f"{name} is dropped"
+
+
+def test_an_empty_group_has_the_conf_s_defaults() -> None:
+    group = group_of({})
+    declared = conf.UserGroupSection()
+    assert (group.allow_dynamic_source, group.allow_anonymous_sender,
+            group.allow_user_id_proxy, group.allow_waypoint_links,
+            group.allow_fallback_links, group.allow_admin_status_update) == (
+        declared.allow_dynamic_source, declared.allow_anonymous_sender,
+        declared.allow_user_id_proxy, declared.allow_waypoint_links,
+        declared.allow_fallback_links, declared.allow_admin_status_update)
+    assert (group.max_senders, group.max_receivers) == (declared.max_senders,
+                                                        declared.max_receivers)
+    assert group.management == declared.management.value
+    assert (group.users, group.remote_hosts, group.sources, group.targets) == (
+        frozenset(), (), None, None)
+
+
+def test_group_settings_hop_does_not_apply_are_warned_about() -> None:
+    warnings: list[str] = []
+    section = conf.build_section("vhost", {"hostname": "h", "groups": {
+        "g": {"allowDynamicLinkRoutes": False}}})
+    assert isinstance(section, conf.VhostSection)
+    vhost_from_section(section, lambda text, *args: warnings.append(text % args))
+    assert warnings == ["vhost 'h' group 'g': allowDynamicLinkRoutes is ignored: Hop has no "
+                        "connection-scoped link routes for it to allow"]
