@@ -20,9 +20,10 @@ from typing import Any
 
 from proton import Collector, Connection, Delivery, Event, Message, Transport
 
+import conf
 import router
 from addressing import AddressTable
-from router.adapter import Engine, ListenerSettings
+from router.adapter import Engine, listener_settings
 from router.core import Router
 
 BODY = Message(body=b"x" * 100).encode()
@@ -81,7 +82,8 @@ def measure(count: int, window: int = 1000,
     router.RAISE_INTERNAL_ERRORS = True
     core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
     engine = Engine(router=core, router_id="Cost",
-                    listeners=[ListenerSettings(host="127.0.0.1", port=0)],
+                    listeners=[listener_settings(conf.ListenerSection(host="127.0.0.1",
+                                                                      port="0"))],
                     clock=lambda: 0.0)
     listener = engine.bind()[0]
     recv = _Client(engine, listener, "recv")

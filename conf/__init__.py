@@ -9,6 +9,9 @@ in one ``ConfError``.  Must not import the router, proton or click.
 from addressing import Direction, Distribution
 from conf.build import build_section, section_attributes
 from conf.connections import (
+    LINK_CAPACITY,
+    RETRY_DROPPED_S,
+    RETRY_FAILED_S,
     AddressFamily,
     ConnectorSection,
     ListenerSection,
@@ -47,7 +50,10 @@ from conf.types import parse_boolean, port_number
 __all__ = [
     "DEFAULT_CONF_TEXT",
     "ENTITY_TYPES",
+    "LINK_CAPACITY",
     "LOG_LEVELS",
+    "RETRY_DROPPED_S",
+    "RETRY_FAILED_S",
     "AddressFamily",
     "AddressSection",
     "AuthServicePluginSection",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from conf.connections import ConnectorSection, ListenerSection
+from conf.connections import RETRY_DROPPED_S, RETRY_FAILED_S, ConnectorSection, ListenerSection
 from conf.fields import Section
 from conf.groups import UserGroupSection
 from conf.logs import LogSection
@@ -78,8 +78,9 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         cls=ConnectorSection,
         summary="A peer the router connects to, and reconnects to when the connection drops.",
         details=(
-            "A failed attempt is retried after 5 seconds, a connection that was up is "
-            "re-established 2 seconds after it drops, for as long as the section exists. "
+            f"A failed attempt is retried after {RETRY_FAILED_S:g} seconds, a connection that "
+            f"was up is re-established {RETRY_DROPPED_S:g} seconds after it drops, for as long "
+            "as the section exists. "
             "With role route-container the peer is a container (a broker): the link "
             "routes and auto-links whose connection names this connector, or whose "
             "containerId is the peer's container id, use it.",

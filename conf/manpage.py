@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+from conf.connections import RETRY_DROPPED_S, RETRY_FAILED_S
 from conf.entities import ENTITY_TYPES, NESTED_TYPES, EntityType, NestedType
 from conf.fields import SchemaField, schema_fields
 from conf.render import format_value
@@ -209,7 +210,7 @@ connections needs \fBallowAdminStatusUpdate\fR, else the answer is 403.
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS
 .SS Reconnecting
 A \fBconnector\fR with none of the reconnect attributes behaves as qdrouterd's: the
-next attempt comes 5 s after a failed one and 2 s after a drop, forever.
+next attempt comes @FAILED@ s after a failed one and @DROPPED@ s after a drop, forever.
 With any of \fBinitialReconnectDelay\fR (ms, 10), \fBmaxReconnectDelay\fR (ms, 30000),
 \fBuseExponentialBackOff\fR (yes), \fBbackOffMultiplier\fR (2) or
 \fBmaxReconnectAttempts\fR (0: unlimited) it backs off as ActiveMQ's failover transport
@@ -416,8 +417,10 @@ def _section(entity: EntityType) -> str:
 def render_manpage() -> str:
     """The troff source of ``hopd.conf(5)``."""
     header = _HEADER.replace("@REGENERATE@", REGENERATE_COMMAND)
+    networks = _NETWORKS.replace("@FAILED@", f"{RETRY_FAILED_S:g}").replace(
+        "@DROPPED@", f"{RETRY_DROPPED_S:g}")
     return (header + "".join(_section(entity) for entity in ENTITY_TYPES) + _SECURITY
-            + _NETWORKS + _EXAMPLE)
+            + networks + _EXAMPLE)
 
 
 def main() -> None:

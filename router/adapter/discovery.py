@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+import conf
 from router.adapter.connections import Connector
-from router.adapter.settings import ConnectorSettings
+from router.adapter.settings import connector_settings
 from router.core import Role
 from router.core.discovery import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
 from router.core.reconnect import ReconnectPolicy
@@ -146,10 +147,10 @@ class PeerDiscovery:
                 continue
             if connector is not None:
                 self.engine.remove_connector(connector)
-            settings = ConnectorSettings(
-                name=f"discovery/{router_id}", host=beacon.host, port=beacon.port,
-                role=Role.INTER_ROUTER, strip_in=False, strip_out=False,
-                reconnect=PEER_RECONNECT)
+            # Not a connector of the conf: management shows no section for it.
+            settings = attrs.evolve(connector_settings(conf.ConnectorSection(
+                name=f"discovery/{router_id}", host=beacon.host, port=str(beacon.port),
+                role=Role.INTER_ROUTER)), reconnect=PEER_RECONNECT, section=None)
             self.connectors[router_id] = self.engine.add_connector(settings)
         for router_id, connector in list(self.connectors.items()):
             if router_id not in wanted and connector.conn is None:

@@ -12,6 +12,7 @@ import conf
 from conf.fields import SchemaField, schema_fields
 from conf.types import BooleanType, EnumType, IntegerType, NameListType
 from router.adapter.settings import (
+    ListenerSettings,
     SaslError,
     connector_settings,
     listener_settings,
@@ -50,6 +51,47 @@ def test_a_connector_with_a_user_name_logs_in_with_plain(monkeypatch: pytest.Mon
     with pytest.raises(SaslError, match="saslPassword: environment variable HOP_NO_SUCH_VAR"):
         connector_settings(conf.ConnectorSection(
             host="core", port="5672", sasl_username="r", sasl_password="env:HOP_NO_SUCH_VAR"))
+
+
+#: Settings the adapter takes unchanged from a listener or connector section,
+#: by conf name.
+SAME_VALUES = {
+    "name": "name", "role": "role", "cost": "cost", "idleTimeoutSeconds": "idle_timeout_s",
+    "maxFrameSize": "max_frame_size", "maxSessions": "max_sessions",
+    "maxSessionFrames": "max_session_frames", "policyVhost": "policy_vhost",
+    "authenticatePeer": "authenticate_peer", "requireEncryption": "require_encryption",
+    "allowInsecureMechanisms": "allow_insecure_mechanisms",
+    "initialHandshakeTimeoutSeconds": "initial_handshake_timeout_s",
+    "http": "http", "metrics": "metrics", "healthz": "healthz",
+}
+
+
+@pytest.mark.parametrize("cls", [conf.ListenerSection, conf.ConnectorSection])
+def test_a_default_section_gives_the_schema_s_defaults(
+        cls: type[conf.ListenerSection | conf.ConnectorSection]) -> None:
+    section = cls()
+    made = (listener_settings(section) if isinstance(section, conf.ListenerSection)
+            else connector_settings(section))
+    compared = 0
+    for field in schema_fields(cls):
+        name = SAME_VALUES.get(field.schema.conf_name)
+        if name is not None:
+            assert getattr(made, name) == field.default, field.schema.conf_name
+            compared += 1
+    assert compared >= 8, "the loop compared something"
+    assert made.port == conf.port_number(section.port) == 5672
+    assert made.link_capacity == conf.LINK_CAPACITY == section.link_capacity
+    assert (made.strip_in, made.strip_out) == (True, True), "stripAnnotations: both"
+    if isinstance(made, ListenerSettings):
+        assert made.sasl_config_name == conf.RouterSection().sasl_config_name
+    else:
+        assert (made.retry_failed_s, made.retry_dropped_s) == (conf.RETRY_FAILED_S,
+                                                               conf.RETRY_DROPPED_S)
+
+
+def test_a_link_capacity_of_zero_means_the_default() -> None:
+    settings = listener_settings(listener(link_capacity=0))
+    assert settings.link_capacity == conf.LINK_CAPACITY
 
 
 def test_a_connection_role_read_from_the_conf_is_the_core_s_role() -> None:
