@@ -22,7 +22,15 @@ from conf.diagnostics import ConfError, Diagnostic
 from conf.entities import ENTITY_TYPES, EntityType
 from conf.groups import ManagementAccess, UserGroupSection, ignored_group_settings
 from conf.loading import DEFAULT_CONF_TEXT, load, load_policy_dir, parse
-from conf.logs import LOG_LEVELS, LogModule, LogSection
+from conf.logs import (
+    DEFAULT_LOG_ENABLE,
+    DEFAULT_LOG_OUTPUT,
+    DEFAULT_LOG_SOURCE,
+    DEFAULT_LOG_TIMESTAMP,
+    LOG_LEVELS,
+    LogModule,
+    LogSection,
+)
 from conf.model import RouterConf
 from conf.names import camel_case
 from conf.render import render
@@ -49,6 +57,10 @@ from conf.types import parse_boolean, port_number
 
 __all__ = [
     "DEFAULT_CONF_TEXT",
+    "DEFAULT_LOG_ENABLE",
+    "DEFAULT_LOG_OUTPUT",
+    "DEFAULT_LOG_SOURCE",
+    "DEFAULT_LOG_TIMESTAMP",
     "ENTITY_TYPES",
     "LINK_CAPACITY",
     "LOG_LEVELS",
