@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from autolink import FIRST_RETRY_S, RETRY_S
 from conf.connections import RETRY_DROPPED_S, RETRY_FAILED_S, ConnectorSection, ListenerSection
 from conf.fields import Section
 from conf.groups import UserGroupSection
@@ -148,7 +149,8 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
             "only while a consumer can take them. Its state (operStatus) is inactive "
             "until a connection serves it, attaching, active once the container answered "
             "with the node's address, or failed after the container detached it; a failed "
-            "auto-link is attached again after 2 seconds, then every 5, and an auto-link "
+            f"auto-link is attached again after {FIRST_RETRY_S:g} seconds, then every "
+            f"{RETRY_S:g}, and an auto-link "
             "whose connection drops is attached again when one serves it.",
         ),
     ),
