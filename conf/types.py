@@ -4,6 +4,10 @@ Owns the rules of reference section 2.4 (strings, integers with ranges,
 yes/no booleans, enumerations that also take their index, ports, JSON maps)
 as Hop applies them.  A type only sees one value: it must not look at other
 attributes or sections.
+
+Also owns lists of names (a comma-separated string or a JSON list) and
+``parse_boolean``, the one reading of a boolean word, which option strings
+outside the conf use too.
 """
 
 from __future__ import annotations
