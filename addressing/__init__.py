@@ -1,4 +1,5 @@
-"""Addresses: specs, parsing to routing keys, prefix/pattern matching, distribution.
+"""Addresses: specs, parsing to routing keys, prefix/pattern matching, distribution,
+and the roles of the connections addresses are reached over.
 
 Pure: imports only the standard library and attrs.
 """
@@ -16,6 +17,7 @@ from addressing.keys import (
 )
 from addressing.patterns import PatternTable, normalize_pattern, prefix_pattern
 from addressing.priority import DEFAULT_PRIORITY, effective_priority
+from addressing.roles import Role
 from addressing.spec import MAX_PHASE, MAX_PRIORITY, AddressSpec, Direction, Distribution
 from addressing.table import AddressTable
 
@@ -31,6 +33,7 @@ __all__ = [
     "Direction",
     "Distribution",
     "PatternTable",
+    "Role",
     "RouteContainer",
     "RoutingKey",
     "choose_balanced",

@@ -20,9 +20,10 @@ from typing import Any
 
 from proton import Collector, Connection, Delivery, Event, Message, Transport
 
+import conf
 import router
 from addressing import AddressTable
-from router.adapter import Engine, ListenerSettings
+from router.adapter import Engine, listener_settings
 from router.assembly import bind, build_engine
 from router.core import Router
 
@@ -82,7 +83,8 @@ def measure(count: int, window: int = 1000,
     router.RAISE_INTERNAL_ERRORS = True
     core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
     engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False)
-    listener = bind(engine, [ListenerSettings(host="127.0.0.1", port=0)])[0]
+    listener = bind(engine, [listener_settings(conf.ListenerSection(host="127.0.0.1",
+                                                                    port="0"))])[0]
     recv = _Client(engine, listener, "recv")
     send = _Client(engine, listener, "send")
     rlink = recv.session.receiver("r")

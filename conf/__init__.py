@@ -9,6 +9,9 @@ in one ``ConfError``.  Must not import the router, proton or click.
 from addressing import Direction, Distribution
 from conf.build import build_section, section_attributes
 from conf.connections import (
+    LINK_CAPACITY,
+    RETRY_DROPPED_S,
+    RETRY_FAILED_S,
     AddressFamily,
     ConnectorSection,
     ListenerSection,
@@ -17,8 +20,17 @@ from conf.connections import (
 )
 from conf.diagnostics import ConfError, Diagnostic
 from conf.entities import ENTITY_TYPES, EntityType
+from conf.groups import ManagementAccess, UserGroupSection, ignored_group_settings
 from conf.loading import DEFAULT_CONF_TEXT, load, load_policy_dir, parse
-from conf.logs import LOG_LEVELS, LogModule, LogSection
+from conf.logs import (
+    DEFAULT_LOG_ENABLE,
+    DEFAULT_LOG_OUTPUT,
+    DEFAULT_LOG_SOURCE,
+    DEFAULT_LOG_TIMESTAMP,
+    LOG_LEVELS,
+    LogModule,
+    LogSection,
+)
 from conf.model import RouterConf
 from conf.names import camel_case
 from conf.render import render
@@ -41,12 +53,19 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
-from conf.types import port_number
+from conf.types import parse_boolean, port_number
 
 __all__ = [
     "DEFAULT_CONF_TEXT",
+    "DEFAULT_LOG_ENABLE",
+    "DEFAULT_LOG_OUTPUT",
+    "DEFAULT_LOG_SOURCE",
+    "DEFAULT_LOG_TIMESTAMP",
     "ENTITY_TYPES",
+    "LINK_CAPACITY",
     "LOG_LEVELS",
+    "RETRY_DROPPED_S",
+    "RETRY_FAILED_S",
     "AddressFamily",
     "AddressSection",
     "AuthServicePluginSection",
@@ -66,6 +85,7 @@ __all__ = [
     "ListenerSection",
     "LogModule",
     "LogSection",
+    "ManagementAccess",
     "MatchMethod",
     "PolicySection",
     "Role",
@@ -74,12 +94,15 @@ __all__ = [
     "RouterSection",
     "SslProfileSection",
     "StripAnnotations",
+    "UserGroupSection",
     "VhostSection",
     "build_section",
     "camel_case",
+    "ignored_group_settings",
     "load",
     "load_policy_dir",
     "parse",
+    "parse_boolean",
     "port_number",
     "render",
     "section_attributes",

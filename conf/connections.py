@@ -12,6 +12,7 @@ import enum
 
 import attrs
 
+from addressing import Role
 from conf.document import JsonValue
 from conf.fields import Problem, Section, setting
 from conf.types import (
@@ -27,16 +28,24 @@ from conf.types import (
     port_number,
 )
 
-__all__ = ["AddressFamily", "ConnectorSection", "ListenerSection", "Role", "StripAnnotations"]
+__all__ = [
+    "LINK_CAPACITY",
+    "RETRY_DROPPED_S",
+    "RETRY_FAILED_S",
+    "AddressFamily",
+    "ConnectorSection",
+    "ListenerSection",
+    "Role",
+    "StripAnnotations",
+]
 
-
-class Role(enum.Enum):
-    """Role of the connections a listener accepts or a connector makes (reference 3.5)."""
-
-    NORMAL = "normal"
-    INTER_ROUTER = "inter-router"
-    ROUTE_CONTAINER = "route-container"
-    EDGE = "edge"
+#: The credit window granted per link when ``linkCapacity`` is 0 (its default).
+LINK_CAPACITY = 250
+#: qdrouterd's fixed delays, in seconds, before a connector with none of the
+#: reconnect options tries again: after an attempt that never opened, and
+#: after a connection that was up dropped.
+RETRY_FAILED_S = 5.0
+RETRY_DROPPED_S = 2.0
 
 
 class StripAnnotations(enum.Enum):
@@ -135,7 +144,7 @@ _STRIP = setting(
 _LINK_CAPACITY = setting(
     "linkCapacity",
     IntegerType(0, INT32_MAX),
-    "credit window granted to senders per link; 0 means 250",
+    f"credit window granted to senders per link; 0 means {LINK_CAPACITY}",
 )
 _LOG_MESSAGE = setting(
     "messageLoggingComponents",
@@ -157,8 +166,9 @@ _OPEN_PROPERTIES = setting(
 )
 
 
-class _PortHelpers:
+class _ConnectionHelpers:
     port: str
+    link_capacity: int
 
     @property
     def port_number(self) -> int:
@@ -169,6 +179,11 @@ class _PortHelpers:
     def is_ephemeral_port(self) -> bool:
         """True when the port is 0: the system picks one when the listener binds."""
         return self.port_number == 0
+
+    @property
+    def credit_window(self) -> int:
+        """The credit granted to a sender per link: ``linkCapacity``, 0 meaning the default."""
+        return self.link_capacity or LINK_CAPACITY
 
 
 def _check_failover_urls(text: str) -> str | None:
@@ -190,7 +205,7 @@ def _check_failover_urls(text: str) -> str | None:
 
 
 @attrs.frozen(kw_only=True)
-class ListenerSection(Section, _PortHelpers):
+class ListenerSection(Section, _ConnectionHelpers):
     """A ``listener``: where the router accepts connections."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
@@ -267,7 +282,7 @@ class ListenerSection(Section, _PortHelpers):
     strip_annotations: StripAnnotations = attrs.field(
         default=StripAnnotations.BOTH, metadata=_STRIP
     )
-    link_capacity: int = attrs.field(default=250, metadata=_LINK_CAPACITY)
+    link_capacity: int = attrs.field(default=LINK_CAPACITY, metadata=_LINK_CAPACITY)
     multi_tenant: bool = attrs.field(
         default=False,
         metadata=setting(
@@ -326,7 +341,7 @@ class ListenerSection(Section, _PortHelpers):
 
 
 @attrs.frozen(kw_only=True)
-class ConnectorSection(Section, _PortHelpers):
+class ConnectorSection(Section, _ConnectionHelpers):
     """A ``connector``: a connection the router keeps making to a peer."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
@@ -357,7 +372,7 @@ class ConnectorSection(Section, _PortHelpers):
     strip_annotations: StripAnnotations = attrs.field(
         default=StripAnnotations.BOTH, metadata=_STRIP
     )
-    link_capacity: int = attrs.field(default=250, metadata=_LINK_CAPACITY)
+    link_capacity: int = attrs.field(default=LINK_CAPACITY, metadata=_LINK_CAPACITY)
     message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)
     open_properties: dict[str, JsonValue] | None = attrs.field(
         default=None, metadata=_OPEN_PROPERTIES
@@ -395,7 +410,8 @@ class ConnectorSection(Section, _PortHelpers):
         metadata=setting(
             "initialReconnectDelay", IntegerType(0, INT32_MAX),
             "ms before the first retry (10 when any reconnect option is set; none set: "
-            "qdrouterd's fixed 5 s after a failed attempt, 2 s after a drop)",
+            f"qdrouterd's fixed {RETRY_FAILED_S:g} s after a failed attempt, "
+            f"{RETRY_DROPPED_S:g} s after a drop)",
         ),
     )
     max_reconnect_delay: int | None = attrs.field(

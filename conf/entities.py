@@ -1,15 +1,19 @@
 """The registry of configuration entity types: section name, class, singleton, unique attributes.
 
 Owns which sections exist and in which order they are rendered and
-documented.  It must not parse or check values.
+documented, and the settings written inside a section's attribute rather
+than as sections of their own (a vhost's user groups).  It must not parse
+or check values.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from conf.connections import ConnectorSection, ListenerSection
+from autolink import FIRST_RETRY_S, RETRY_S
+from conf.connections import RETRY_DROPPED_S, RETRY_FAILED_S, ConnectorSection, ListenerSection
 from conf.fields import Section
+from conf.groups import UserGroupSection
 from conf.logs import LogSection
 from conf.routing import (
     AddressSection,
@@ -28,7 +32,15 @@ from conf.sections import (
     VhostSection,
 )
 
-__all__ = ["ENTITY_TYPES", "ENTITY_TYPES_BY_NAME", "EntityType", "entity_type_of"]
+__all__ = [
+    "ENTITY_TYPES",
+    "ENTITY_TYPES_BY_NAME",
+    "NESTED_TYPES",
+    "NESTED_TYPES_BY_NAME",
+    "EntityType",
+    "NestedType",
+    "entity_type_of",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -67,8 +79,9 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         cls=ConnectorSection,
         summary="A peer the router connects to, and reconnects to when the connection drops.",
         details=(
-            "A failed attempt is retried after 5 seconds, a connection that was up is "
-            "re-established 2 seconds after it drops, for as long as the section exists. "
+            f"A failed attempt is retried after {RETRY_FAILED_S:g} seconds, a connection that "
+            f"was up is re-established {RETRY_DROPPED_S:g} seconds after it drops, for as long "
+            "as the section exists. "
             "With role route-container the peer is a container (a broker): the link "
             "routes and auto-links whose connection names this connector, or whose "
             "containerId is the peer's container id, use it.",
@@ -136,7 +149,8 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
             "only while a consumer can take them. Its state (operStatus) is inactive "
             "until a connection serves it, attaching, active once the container answered "
             "with the node's address, or failed after the container detached it; a failed "
-            "auto-link is attached again after 2 seconds, then every 5, and an auto-link "
+            f"auto-link is attached again after {FIRST_RETRY_S:g} seconds, then every "
+            f"{RETRY_S:g}, and an auto-link "
             "whose connection drops is attached again when one serves it.",
         ),
     ),
@@ -189,6 +203,38 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
 )
 
 ENTITY_TYPES_BY_NAME = {entity.conf_name: entity for entity in ENTITY_TYPES}
+
+
+@attrs.frozen(kw_only=True)
+class NestedType:
+    """Settings written as the values of a JSON map attribute of a section,
+    declared with the same schema metadata as a section's attributes."""
+
+    #: The name qdrouterd's management schema gives the type.
+    name: str
+    cls: type[Section]
+    #: The section and attribute whose map values hold these settings.
+    parent: str
+    attribute: str
+    summary: str
+
+
+NESTED_TYPES: tuple[NestedType, ...] = (
+    NestedType(
+        name="vhostUserGroupSettings",
+        cls=UserGroupSection,
+        parent="vhost",
+        attribute="groups",
+        summary="The settings of one user group of a vhost (qdrouterd's "
+        "vhostUserGroupSettings): each value of the vhost's groups map, keyed by the group's "
+        "name. The names are matched as written (not normalised); an unknown name is an "
+        "error. Users in no group get the group $default when the vhost has "
+        "allowUnknownUser; the group $connector applies to what the peer of a connector "
+        "whose policyVhost names the vhost attaches.",
+    ),
+)
+
+NESTED_TYPES_BY_NAME = {nested.name: nested for nested in NESTED_TYPES}
 
 
 def entity_type_of(cls: type[Section]) -> EntityType:

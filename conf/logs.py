@@ -16,9 +16,25 @@ from conf.fields import Section, setting
 from conf.names import did_you_mean
 from conf.types import BooleanType, EnumType, StringType
 
-__all__ = ["LOG_LEVELS", "LogModule", "LogSection", "check_log_enable"]
+__all__ = [
+    "DEFAULT_LOG_ENABLE",
+    "DEFAULT_LOG_OUTPUT",
+    "DEFAULT_LOG_SOURCE",
+    "DEFAULT_LOG_TIMESTAMP",
+    "LOG_LEVELS",
+    "LogModule",
+    "LogSection",
+    "check_log_enable",
+]
 
 LOG_LEVELS = ("trace", "debug", "info", "notice", "warning", "error", "critical")
+
+# What the DEFAULT module has, and so every module inherits, where no log
+# section says otherwise.
+DEFAULT_LOG_ENABLE = "info+"
+DEFAULT_LOG_TIMESTAMP = True
+DEFAULT_LOG_SOURCE = False
+DEFAULT_LOG_OUTPUT = "stderr"
 
 
 class LogModule(enum.Enum):
@@ -93,7 +109,7 @@ class LogSection(Section):
                 "levels: none, or trace..critical each optionally followed by +", check_log_enable
             ),
             "levels logged, e.g. info+ or trace,debug",
-            default_doc="inherited from DEFAULT (info+)",
+            default_doc=f"inherited from DEFAULT ({DEFAULT_LOG_ENABLE})",
         ),
     )
     include_timestamp: bool | None = attrs.field(
@@ -103,7 +119,7 @@ class LogSection(Section):
             BooleanType(),
             "prefix lines with the time",
             aliases=("timestamp",),
-            default_doc="inherited from DEFAULT (yes)",
+            default_doc=f"inherited from DEFAULT ({BooleanType().format(DEFAULT_LOG_TIMESTAMP)})",
         ),
     )
     include_source: bool | None = attrs.field(
@@ -113,7 +129,7 @@ class LogSection(Section):
             BooleanType(),
             "append the source file and line",
             aliases=("source",),
-            default_doc="inherited from DEFAULT (no)",
+            default_doc=f"inherited from DEFAULT ({BooleanType().format(DEFAULT_LOG_SOURCE)})",
         ),
     )
     output_file: str | None = attrs.field(
@@ -123,7 +139,7 @@ class LogSection(Section):
             StringType("string: stderr, stdout, syslog or a path"),
             "where lines go (files are appended to)",
             aliases=("output",),
-            default_doc="inherited from DEFAULT (stderr)",
+            default_doc=f"inherited from DEFAULT ({DEFAULT_LOG_OUTPUT})",
         ),
     )
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from conf.entities import ENTITY_TYPES, EntityType
+from conf.connections import RETRY_DROPPED_S, RETRY_FAILED_S
+from conf.entities import ENTITY_TYPES, NESTED_TYPES, EntityType, NestedType
 from conf.fields import SchemaField, schema_fields
 from conf.render import format_value
 
@@ -201,16 +202,15 @@ applies that vhost's \fB$connector\fR group to what the peer attaches.
 Vhosts also come from the \fB*.json\fR files of \fBpolicyDir\fR (a JSON list of
 \fB["vhost", {...}]\fR) and from management (CREATE, UPDATE, DELETE; the
 \fBvhostStats\fR entities count each vhost's connections and denials).
-A group's \fBmanagement\fR setting (Hop: \fBnone\fR, \fBread\fR (default) or
-\fBwrite\fR) says which management requests its users may make; CREATE, UPDATE and
-DELETE also need an authenticated user, and closing connections needs
-\fBallowAdminStatusUpdate\fR, else the answer is 403.
+A group's \fBmanagement\fR setting says which management requests its users may
+make; CREATE, UPDATE and DELETE also need an authenticated user, and closing
+connections needs \fBallowAdminStatusUpdate\fR, else the answer is 403.
 """
 
 _NETWORKS = r""".SH RECONNECTING, PEER GROUPS AND EMBEDDED ROUTERS
 .SS Reconnecting
 A \fBconnector\fR with none of the reconnect attributes behaves as qdrouterd's: the
-next attempt comes 5 s after a failed one and 2 s after a drop, forever.
+next attempt comes @FAILED@ s after a failed one and @DROPPED@ s after a drop, forever.
 With any of \fBinitialReconnectDelay\fR (ms, 10), \fBmaxReconnectDelay\fR (ms, 30000),
 \fBuseExponentialBackOff\fR (yes), \fBbackOffMultiplier\fR (2) or
 \fBmaxReconnectAttempts\fR (0: unlimited) it backs off as ActiveMQ's failover transport
@@ -398,20 +398,29 @@ def _attribute(field: SchemaField) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nested(nested: NestedType) -> str:
+    parts = [f'.SS "{nested.parent} {nested.attribute}"\n', _escape(nested.summary) + "\n"]
+    parts.extend(_attribute(field) for field in schema_fields(nested.cls))
+    return "".join(parts)
+
+
 def _section(entity: EntityType) -> str:
     parts = [f".SS {entity.conf_name}\n", _escape(entity.summary) + "\n"]
     parts.extend(f".PP\n{_escape(paragraph)}\n" for paragraph in entity.details)
     if entity.ignored is not None:
         parts.append(f".PP\nAccepted and ignored: {_escape(entity.ignored)}.\n")
     parts.extend(_attribute(field) for field in schema_fields(entity.cls))
+    parts.extend(_nested(nested) for nested in NESTED_TYPES if nested.parent == entity.conf_name)
     return "".join(parts)
 
 
 def render_manpage() -> str:
     """The troff source of ``hopd.conf(5)``."""
     header = _HEADER.replace("@REGENERATE@", REGENERATE_COMMAND)
+    networks = _NETWORKS.replace("@FAILED@", f"{RETRY_FAILED_S:g}").replace(
+        "@DROPPED@", f"{RETRY_DROPPED_S:g}")
     return (header + "".join(_section(entity) for entity in ENTITY_TYPES) + _SECURITY
-            + _NETWORKS + _EXAMPLE)
+            + networks + _EXAMPLE)
 
 
 def main() -> None:

@@ -13,19 +13,17 @@ import unicodedata
 import attrs
 
 from addressing import Distribution
-from conf.document import JsonValue, Node, ObjectValue, describe_kind
+from conf.document import JsonValue
 from conf.fields import Section, setting
-from conf.names import did_you_mean
+from conf.groups import GROUPS_TYPE, UserGroupSection, user_groups
 from conf.types import (
     INT32_MAX,
     UINT32_MAX,
     BooleanType,
     EnumType,
     IntegerType,
-    JsonMapType,
     PortType,
     StringType,
-    ValueTypeError,
 )
 
 __all__ = [
@@ -76,31 +74,6 @@ def _check_uid_format(text: str) -> str | None:
     if not text or any(c not in _UID_COMPONENTS for c in text):
         return f"expected a combination of the letters c s l o u n 1 2 5, got {text!r}"
     return None
-
-
-_GROUP_SETTINGS = frozenset(
-    {
-        "users", "remoteHosts", "maxConnectionsPerUser", "maxConnectionsPerHost",
-        "maxMessageSize", "maxFrameSize", "maxSessionWindow", "maxSessions", "maxSenders",
-        "maxReceivers", "allowDynamicSource", "allowAnonymousSender", "allowUserIdProxy",
-        "allowWaypointLinks", "allowDynamicLinkRoutes", "allowAdminStatusUpdate",
-        "allowFallbackLinks", "sources", "targets", "sourcePattern", "targetPattern",
-        # Hop: which management operations the group may use (none, read, write).
-        "management",
-    }
-)  # fmt: skip
-
-
-def _check_group(name: str, group: Node) -> None:
-    if not isinstance(group.value, ObjectValue):
-        raise ValueTypeError(
-            f"group {name!r} must be a map of settings, got {describe_kind(group)}", group.pos
-        )
-    for key, _ in group.value.members:
-        assert isinstance(key.value, str)
-        if key.value not in _GROUP_SETTINGS:
-            hint = did_you_mean(key.value, _GROUP_SETTINGS)
-            raise ValueTypeError(f"unknown setting {key.value!r} in group {name!r}{hint}", key.pos)
 
 
 _NAME = setting("name", StringType(), "unique name of the section")
@@ -444,10 +417,18 @@ class VhostSection(Section):
         default=None,
         metadata=setting(
             "groups",
-            JsonMapType("JSON map: group name to a map of settings", check_value=_check_group),
+            GROUPS_TYPE,
             "user groups and their settings",
         ),
     )
+
+    def user_groups(self) -> dict[str, UserGroupSection]:
+        """The groups typed by their declared settings (``groups`` keeps them as written).
+
+        Raises:
+            ConfError: a group that does not fit, in a section the conf loader did not make.
+        """
+        return user_groups(self.groups)
 
 
 def _check_group_address(text: str) -> str | None:

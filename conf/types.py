@@ -4,6 +4,10 @@ Owns the rules of reference section 2.4 (strings, integers with ranges,
 yes/no booleans, enumerations that also take their index, ports, JSON maps)
 as Hop applies them.  A type only sees one value: it must not look at other
 attributes or sections.
+
+Also owns lists of names (a comma-separated string or a JSON list) and
+``parse_boolean``, the one reading of a boolean word, which option strings
+outside the conf use too.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ import re
 from collections.abc import Callable, Sequence
 
 from conf.diagnostics import Position
-from conf.document import JsonValue, Node, ObjectValue, describe_kind, to_plain
+from conf.document import ArrayValue, JsonValue, Node, ObjectValue, describe_kind, to_plain
 
 UINT32_MAX = 4294967295
 INT32_MAX = 2147483647
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_TRUE_WORDS = frozenset({"yes", "true", "on"})
-_FALSE_WORDS = frozenset({"no", "false", "off"})
+_TRUE_WORDS = ("yes", "true", "on")
+_FALSE_WORDS = ("no", "false", "off")
 _SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
@@ -33,6 +37,31 @@ class ValueTypeError(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+def parse_boolean(text: str, *, digits: bool = False) -> bool:
+    """The boolean a word means: yes, true or on; no, false or off; in any case.
+
+    The one reading of a boolean written as text, for the configuration and
+    for option strings alike, so that a misspelt word is an error everywhere
+    rather than false somewhere.
+
+    Args:
+        text: the word as written.
+        digits: also take 1 and 0 (URL and option strings do).
+
+    Raises:
+        ValueError: for any other text, naming the words taken.
+    """
+    word = text.lower()
+    if word in _TRUE_WORDS or (digits and word == "1"):
+        return True
+    if word in _FALSE_WORDS or (digits and word == "0"):
+        return False
+    true, false = "/".join(_TRUE_WORDS), "/".join(_FALSE_WORDS)
+    if digits:
+        true, false = true + "/1", false + "/0"
+    raise ValueError(f"expected a boolean ({true} or {false}), got {text!r}")
 
 
 def _text(node: Node, expected: str) -> str:
@@ -167,15 +196,12 @@ class BooleanType(ValueType):
         if isinstance(node.value, bool):
             return node.value
         if isinstance(node.value, str):
-            word = node.value.lower()
-            if word in _TRUE_WORDS:
-                return True
-            if word in _FALSE_WORDS:
-                return False
-            shown: str = repr(node.value)
-        else:
-            shown = describe_kind(node)
-        raise ValueTypeError(f"expected a boolean (yes/true/on or no/false/off), got {shown}")
+            try:
+                return parse_boolean(node.value)
+            except ValueError as error:
+                raise ValueTypeError(str(error)) from None
+        raise ValueTypeError(
+            f"expected a boolean (yes/true/on or no/false/off), got {describe_kind(node)}")
 
     def describe(self) -> str:
         return "boolean"
@@ -219,6 +245,36 @@ class EnumType(ValueType):
 
     def plain(self, value: object) -> object:
         return value.value if isinstance(value, enum.Enum) else value
+
+
+class NameListType(ValueType):
+    """Names, written as one comma-separated string or as a JSON list of names
+    (qdrouterd takes both); blanks around names and empty names are dropped."""
+
+    def convert(self, node: Node) -> tuple[str, ...]:
+        if isinstance(node.value, ArrayValue):
+            texts = []
+            for item in node.value.items:
+                try:
+                    texts.append(_text(item, "a name"))
+                except ValueTypeError as error:
+                    raise ValueTypeError(error.message, item.pos) from None
+        elif isinstance(node.value, str):
+            texts = node.value.split(",")
+        else:
+            raise ValueTypeError("expected a comma-separated string or a JSON list of names, "
+                                 f"got {describe_kind(node)}")
+        return tuple(name for name in (text.strip() for text in texts) if name)
+
+    def describe(self) -> str:
+        return "names: a comma-separated string or a JSON list"
+
+    def format(self, value: object) -> str:
+        assert isinstance(value, tuple)
+        return ", ".join(value)
+
+    def plain(self, value: object) -> object:
+        return None if value is None else self.format(value)
 
 
 def port_number(port: str) -> int:

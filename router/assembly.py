@@ -197,11 +197,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
 
 
 def build_policy(cfg: conf.RouterConf, sections: dict[str, conf.VhostSection]) -> Policy:
-    """The router's policy from its ``policy`` section and its vhosts.
-
-    Raises:
-        ValueError: a group setting of the wrong kind (naming vhost and group).
-    """
+    """The router's policy from its ``policy`` section and its vhosts."""
     p = cfg.policy
     vhosts = [vhost_from_section(section, log.warning) for section in sections.values()]
     return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,

@@ -43,12 +43,17 @@ import attrs
 from proton import Connection
 from proton.reactor import Backoff, Container
 
+from conf import DiscoverySection, parse_boolean
 from router.core.discovery import MAX_BEACON, BeaconError, PeerTable
 
 __all__ = ["Discovered", "DiscoveryError", "DiscoveryUrl", "discover", "parse_discovery_url"]
 
-DEFAULT_ADDRESS = "239.255.2.3"
-DEFAULT_PORT = 6155
+# The multicast address and port of a group the URL names by name only: the
+# discovery section's defaults, so that clients and routers meet (the group is
+# mandatory in the section; any name will do to read the defaults).
+_SECTION_DEFAULTS = DiscoverySection(group="")
+DEFAULT_ADDRESS = _SECTION_DEFAULTS.address
+DEFAULT_PORT = _SECTION_DEFAULTS.port
 
 _OUTER = ("initialReconnectDelay", "maxReconnectDelay", "useExponentialBackOff",
           "backOffMultiplier", "maxReconnectAttempts", "randomize", "discoveryTimeout",
@@ -109,12 +114,10 @@ def _number(url: str, name: str, value: str, *, minimum: float = 0) -> float:
 
 
 def _flag(url: str, name: str, value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise DiscoveryError(f"{url}: {name} must be true or false, got {value!r}")
+    try:
+        return parse_boolean(value, digits=True)
+    except ValueError:
+        raise DiscoveryError(f"{url}: {name} must be true or false, got {value!r}") from None
 
 
 def parse_discovery_url(url: str) -> DiscoveryUrl:

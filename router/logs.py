@@ -18,20 +18,17 @@ from typing import TextIO
 
 import attrs
 
+import conf
+
 TRACE = 5
 NOTICE = 25
 logging.addLevelName(TRACE, "TRACE")
 logging.addLevelName(NOTICE, "NOTICE")
 
-LEVELS: dict[str, int] = {
-    "trace": TRACE,
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": NOTICE,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-}
+# The conf names the levels, lowest first; these are their Python levels.
+LEVELS: dict[str, int] = dict(zip(conf.LOG_LEVELS, (
+    TRACE, logging.DEBUG, logging.INFO, NOTICE, logging.WARNING, logging.ERROR,
+    logging.CRITICAL), strict=True))
 _NAMES = {v: k for k, v in LEVELS.items()}
 
 # Which Python loggers each qdrouterd module covers (longest prefix wins).
@@ -54,11 +51,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
                "router.adapter.listeners.policy", "router.adapter.managed.policy"),
     "DEFAULT": ("addressing", "conf"),
 }
-MODULES = (
-    "ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "MESSAGE", "SERVER",
-    "AGENT", "AUTHSERVICE", "CONTAINER", "ERROR", "POLICY", "HTTP", "CONN_MGR", "PYTHON",
-    "PROTOCOL", "DEFAULT",
-)
+MODULES = tuple(module.value for module in conf.LogModule)
 _PREFIXES = sorted(((p, m) for m, ps in MODULE_LOGGERS.items() for p in ps),
                    key=lambda pm: -len(pm[0]))
 
@@ -213,12 +206,14 @@ def configure(specs: Iterable[LogSpec]) -> None:
     """
     by_module = {s.module: s for s in specs}
     default = by_module.get("DEFAULT", LogSpec(module="DEFAULT"))
-    d_levels = parse_enable(default.enable) if default.enable is not None else parse_enable("info+")
     d = _Effective(
-        levels=d_levels,
-        timestamp=default.include_timestamp if default.include_timestamp is not None else True,
-        source=bool(default.include_source),
-        output=default.output or "stderr",
+        levels=parse_enable(conf.DEFAULT_LOG_ENABLE if default.enable is None
+                            else default.enable),
+        timestamp=conf.DEFAULT_LOG_TIMESTAMP if default.include_timestamp is None
+        else default.include_timestamp,
+        source=conf.DEFAULT_LOG_SOURCE if default.include_source is None
+        else default.include_source,
+        output=default.output or conf.DEFAULT_LOG_OUTPUT,
     )
     effective: dict[str, _Effective] = {}
     for module in MODULES:

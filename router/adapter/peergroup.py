@@ -19,10 +19,11 @@ import socket
 
 import attrs
 
+import conf
 from router.adapter.connections import Connector
 from router.adapter.loop import EventLoop
 from router.adapter.ports import ConnectorControl
-from router.adapter.settings import ConnectorSettings
+from router.adapter.settings import connector_settings
 from router.core import Role
 from router.core.discovery import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
 from router.core.reconnect import ReconnectPolicy
@@ -157,10 +158,10 @@ class PeerDiscovery:
                 continue
             if connector is not None:
                 self.connectors_of.remove(connector)
-            settings = ConnectorSettings(
-                name=f"discovery/{router_id}", host=beacon.host, port=beacon.port,
-                role=Role.INTER_ROUTER, strip_in=False, strip_out=False,
-                reconnect=PEER_RECONNECT)
+            # Not a connector of the conf: management shows no section for it.
+            settings = attrs.evolve(connector_settings(conf.ConnectorSection(
+                name=f"discovery/{router_id}", host=beacon.host, port=str(beacon.port),
+                role=Role.INTER_ROUTER)), reconnect=PEER_RECONNECT, section=None)
             self.connectors[router_id] = self.connectors_of.add(settings)
         for router_id, connector in list(self.connectors.items()):
             if router_id not in wanted and connector.conn is None:

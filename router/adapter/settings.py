@@ -12,7 +12,7 @@ from proton import SASL
 import conf
 from router.adapter.tls import SecretError, TlsError, TlsProfile, secret_value
 from router.core import Role
-from router.core.policy import GroupSettings, Vhost
+from router.core.policy import UNLIMITED, GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 
@@ -22,78 +22,86 @@ class SaslError(Exception):
 
 @attrs.frozen(kw_only=True)
 class ListenerSettings:
-    """What one listener binds to and gives the connections it accepts."""
+    """What one listener binds to and gives the connections it accepts.
 
-    name: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 5672
-    role: Role = Role.NORMAL
-    cost: int = 1
-    sasl_mechanisms: str = "ANONYMOUS"
-    authenticate_peer: bool = False
-    require_encryption: bool = False
+    Made by ``listener_settings`` from a ``listener`` section, whose schema
+    holds the defaults: no field has one here.
+    """
+
+    name: str | None
+    host: str
+    port: int
+    role: Role
+    cost: int
+    sasl_mechanisms: str
+    authenticate_peer: bool
+    require_encryption: bool
     #: PLAIN and the like on connections without TLS.
-    allow_insecure_mechanisms: bool = False
+    allow_insecure_mechanisms: bool
     #: Cyrus SASL configuration (router ``saslConfigDir``/``saslConfigName``).
-    sasl_config_dir: str | None = None
-    sasl_config_name: str = "qdrouterd"
-    idle_timeout_s: int = 16
-    initial_handshake_timeout_s: int = 0
-    max_frame_size: int = 16384
-    max_sessions: int = 32768
-    max_session_frames: int = 0
-    link_capacity: int = 250
-    strip_in: bool = True
-    strip_out: bool = True
+    sasl_config_dir: str | None
+    sasl_config_name: str
+    idle_timeout_s: int
+    initial_handshake_timeout_s: int
+    max_frame_size: int
+    max_sessions: int
+    max_session_frames: int
+    link_capacity: int
+    strip_in: bool
+    strip_out: bool
     #: Announced to clients in OPEN (``failover-server-list``).
-    failover: tuple[Endpoint, ...] = ()
+    failover: tuple[Endpoint, ...]
     #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
-    http: bool = False
-    metrics: bool = True
-    healthz: bool = True
+    http: bool
+    metrics: bool
+    healthz: bool
     #: The proton SSL domain (``router.adapter.tls``) when the listener has an sslProfile.
-    tls: Any = None
+    tls: Any
     #: The vhost whose policy applies to its connections (``policyVhost``).
-    policy_vhost: str | None = None
+    policy_vhost: str | None
     #: The conf section these settings came from (shown by management).
-    section: Any = None
+    section: Any
 
 
 @attrs.frozen(kw_only=True)
 class ConnectorSettings:
-    """Where one connector connects and what its connection uses."""
+    """Where one connector connects and what its connection uses.
 
-    name: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 5672
-    role: Role = Role.NORMAL
-    cost: int = 1
-    sasl_mechanisms: str = "ANONYMOUS"
-    idle_timeout_s: int = 16
-    max_frame_size: int = 16384
-    max_sessions: int = 32768
-    max_session_frames: int = 0
-    link_capacity: int = 250
-    strip_in: bool = True
-    strip_out: bool = True
+    Made by ``connector_settings`` from a ``connector`` section, whose schema
+    holds the defaults: no field has one here.
+    """
+
+    name: str | None
+    host: str
+    port: int
+    role: Role
+    cost: int
+    sasl_mechanisms: str
+    idle_timeout_s: int
+    max_frame_size: int
+    max_sessions: int
+    max_session_frames: int
+    link_capacity: int
+    strip_in: bool
+    strip_out: bool
     # Reconnect delays (reference 3.3): after an attempt that never opened,
     # and after an established connection dropped.
-    retry_failed_s: float = 5.0
-    retry_dropped_s: float = 2.0
+    retry_failed_s: float
+    retry_dropped_s: float
     # The back-off when any reconnect option is set (None: qdrouterd's delays),
     # and further peers to try in order.
-    reconnect: ReconnectPolicy | None = None
-    failover: tuple[Endpoint, ...] = ()
-    initial_handshake_timeout_s: int = 0
+    reconnect: ReconnectPolicy | None
+    failover: tuple[Endpoint, ...]
+    initial_handshake_timeout_s: int
     #: The proton SSL domain when the connector has an sslProfile.
-    tls: Any = None
+    tls: Any
     #: SASL credentials the connector authenticates with.
-    sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_username: str | None
+    sasl_password: str | None
     #: The vhost whose policy applies to its connections (``policyVhost``).
-    policy_vhost: str | None = None
+    policy_vhost: str | None
     #: The conf section these settings came from (shown by management).
-    section: Any = None
+    section: Any
 
 
 def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
@@ -101,7 +109,7 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
     """What listeners and connectors configure alike; inter-router and edge
     connections never strip annotations (reference 5.7)."""
     strip = section.strip_annotations.value
-    role = Role(section.role.value)
+    role = section.role
     if role in (Role.INTER_ROUTER, Role.EDGE):
         strip = "no"
     return {
@@ -115,7 +123,7 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
         "max_sessions": section.max_sessions,
         "policy_vhost": section.policy_vhost,
         "max_session_frames": section.max_session_frames,
-        "link_capacity": section.link_capacity or 250,
+        "link_capacity": section.credit_window,
         "strip_in": strip in ("in", "both"),
         "strip_out": strip in ("out", "both"),
         "section": section,
@@ -136,7 +144,8 @@ def listener_settings(section: conf.ListenerSection,
                       profiles: Mapping[str, TlsProfile] | None = None,
                       router: conf.RouterSection | None = None) -> ListenerSettings:
     """The adapter's settings for a ``listener`` section; ``profiles`` are
-    the router's checked sslProfiles.
+    the router's checked sslProfiles, ``router`` the router section whose
+    SASL configuration applies (None: a default one).
 
     Raises:
         TlsError: an unknown profile, ``requireSsl`` without one, or client
@@ -160,11 +169,13 @@ def listener_settings(section: conf.ListenerSection,
             f"listener {section.name or section.port}: SASL {' '.join(needs_cyrus)} needs "
             "python-qpid-proton built with Cyrus SASL (install libsasl2-dev and pkg-config, "
             "then reinstall python-qpid-proton from source)")
+    if router is None:
+        router = conf.RouterSection()
     return ListenerSettings(
         tls=tls,
         allow_insecure_mechanisms=section.allow_insecure_mechanisms,
-        sasl_config_dir=router.sasl_config_dir if router is not None else None,
-        sasl_config_name=router.sasl_config_name if router is not None else "qdrouterd",
+        sasl_config_dir=router.sasl_config_dir,
+        sasl_config_name=router.sasl_config_name,
         host=section.host or "0.0.0.0",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
@@ -215,37 +226,63 @@ def connector_settings(section: conf.ConnectorSection,
     if section.sasl_username is not None and section.sasl_mechanisms is None:
         settings["sasl_mechanisms"] = "PLAIN"
     return ConnectorSettings(host=section.host, reconnect=policy, failover=failover, tls=tls,
+                             retry_failed_s=conf.RETRY_FAILED_S,
+                             retry_dropped_s=conf.RETRY_DROPPED_S,
+                             # A connector has no initialHandshakeTimeoutSeconds (nor
+                             # has qdrouterd's): 0, none.
+                             initial_handshake_timeout_s=0,
                              sasl_username=section.sasl_username, sasl_password=password,
                              **settings)
 
 
-#: Group settings qdrouterd has that mean nothing in Hop (warned about).
-_MEANINGLESS_GROUP_SETTINGS = {
-    "allowDynamicLinkRoutes": "Hop has no connection-scoped link routes for it to allow",
-}
+def _group_settings(group: conf.UserGroupSection) -> GroupSettings:
+    """The policy's view of one user group.  As in qdrouterd's code, 0 means
+    no limit for sessions, senders and receivers, and the listener's for the
+    frame size and the session window."""
+    def limit(value: int | None) -> int:
+        return UNLIMITED if value is None else value
+
+    return GroupSettings(
+        users=frozenset(group.users or ()),
+        remote_hosts=group.remote_hosts or (),
+        max_connections_per_user=limit(group.max_connections_per_user),
+        max_connections_per_host=limit(group.max_connections_per_host),
+        max_message_size=group.max_message_size,
+        max_sessions=group.max_sessions or UNLIMITED,
+        max_senders=group.max_senders or UNLIMITED,
+        max_receivers=group.max_receivers or UNLIMITED,
+        max_frame_size=group.max_frame_size or None,
+        max_session_window=group.max_session_window or None,
+        allow_dynamic_source=group.allow_dynamic_source,
+        allow_anonymous_sender=group.allow_anonymous_sender,
+        allow_admin_status_update=group.allow_admin_status_update,
+        allow_user_id_proxy=group.allow_user_id_proxy,
+        allow_waypoint_links=group.allow_waypoint_links,
+        allow_fallback_links=group.allow_fallback_links,
+        sources=group.sources if group.sources is not None else group.source_pattern,
+        targets=group.targets if group.targets is not None else group.target_pattern,
+        management=group.management.value,
+    )
 
 
 def vhost_from_section(section: conf.VhostSection,
                        warn: Callable[..., None] | None = None) -> Vhost:
     """The policy's ``Vhost`` for a ``vhost`` section (conf file, policyDir
-    or management); ``warn`` is told of settings Hop has no use for.
+    or management), whose groups the conf checked; ``warn`` is told of group
+    settings Hop accepts and does not apply.
 
     Raises:
-        ValueError: a group that is not a map or has a value of the wrong kind,
-            naming the vhost and the group.
+        conf.ConfError: a group that does not fit its declaration, in a
+            section the conf loader did not make.
     """
     groups = {}
-    for name, settings in (section.groups or {}).items():
-        if not isinstance(settings, dict):
-            raise ValueError(f"vhost {section.hostname!r} group {name!r}: expected a map")
-        try:
-            groups[name] = GroupSettings.from_conf(settings)
-        except ValueError as exc:
-            raise ValueError(f"vhost {section.hostname!r} group {name!r}: {exc}") from None
-        for key in sorted(set(settings) & set(_MEANINGLESS_GROUP_SETTINGS)):
+    for name, group in section.user_groups().items():
+        groups[name] = _group_settings(group)
+        written = (section.groups or {})[name]
+        assert isinstance(written, dict)
+        for key, reason in conf.ignored_group_settings(written):
             if warn is not None:
-                warn("vhost %r group %r: %s is ignored: %s", section.hostname, name, key,
-                     _MEANINGLESS_GROUP_SETTINGS[key])
+                warn("vhost %r group %r: %s is ignored: %s", section.hostname, name, key, reason)
     aliases = tuple(a.strip() for a in (section.aliases or "").split(",") if a.strip())
     return Vhost(hostname=section.hostname, aliases=aliases,
                  max_connections=section.max_connections,

@@ -5,6 +5,9 @@ data plane updates (``records``), settlement rules, and the message codec
 that reads and rewrites router annotations on encoded messages.
 """
 
+# Connection roles are declared once, in addressing, so that conf types the
+# role attribute with the same enum; the core's users find it here too.
+from addressing import Role
 from router.core.effects import (
     AnswerAttach,
     AttachAutoLink,
@@ -43,7 +46,6 @@ from router.core.records import (
     InLink,
     OutLink,
     RemoteTarget,
-    Role,
     RoutedEnd,
     RouterLink,
     Stream,

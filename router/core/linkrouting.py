@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from addressing import Direction
+from addressing import Direction, Role
 from linkroute import (
     LINK_ROUTE_HINT,
     NO_ROUTE,
@@ -46,7 +46,7 @@ from router.core.effects import (
 )
 from router.core.ids import LinkId
 from router.core.network import Network
-from router.core.records import AddressRecord, Connection, RemoteTarget, Role, RoutedEnd
+from router.core.records import AddressRecord, Connection, RemoteTarget, RoutedEnd
 
 log = logging.getLogger(__name__)
 

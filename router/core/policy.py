@@ -18,7 +18,16 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-__all__ = ["DEFAULT_GROUP", "Denied", "Grant", "GroupSettings", "Policy", "Vhost", "VhostCounts"]
+__all__ = [
+    "DEFAULT_GROUP",
+    "UNLIMITED",
+    "Denied",
+    "Grant",
+    "GroupSettings",
+    "Policy",
+    "Vhost",
+    "VhostCounts",
+]
 
 DEFAULT_GROUP = "$default"
 CONNECTOR_GROUP = "$connector"
@@ -30,7 +39,6 @@ LINK_DENIED = "link disallowed by local policy"
 USER_ID_PROXY = "user_id proxy violation"
 WAYPOINT_PREFIX = "qd.waypoint"
 FALLBACK = "qd.fallback"
-MANAGEMENT_ACCESS = ("none", "read", "write")
 WRITE_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
 
 
@@ -42,17 +50,6 @@ class Denied:
     description: str
     #: Why, for the log.
     reason: str
-
-
-def _as_list(value: object) -> list[str]:
-    """qdrouterd takes lists or comma-separated strings."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    if isinstance(value, list | tuple):
-        return [str(part).strip() for part in value if str(part).strip()]
-    raise ValueError(f"expected a list or a comma-separated string, got {value!r}")
 
 
 def _host_allowed(patterns: tuple[str, ...], host: str) -> bool:
@@ -108,106 +105,58 @@ def _address_allowed(patterns: tuple[str, ...], address: str, user: str) -> bool
 
 @attrs.frozen(kw_only=True)
 class GroupSettings:
-    """A vhost's user group."""
+    """A vhost's user group, as the policy applies it.
 
-    users: frozenset[str] = frozenset()
-    remote_hosts: tuple[str, ...] = ()
-    max_connections_per_user: int = UNLIMITED
-    max_connections_per_host: int = UNLIMITED
-    max_message_size: int | None = None
-    max_sessions: int = UNLIMITED
-    max_senders: int = UNLIMITED
-    max_receivers: int = UNLIMITED
+    Built from the conf's declaration of the group settings (qdrouterd's
+    ``vhostUserGroupSettings``), which holds their defaults; every field is
+    given.
+    """
+
+    users: frozenset[str]
+    #: Patterns of the hosts the users may connect from; empty: any host.
+    remote_hosts: tuple[str, ...]
+    max_connections_per_user: int
+    max_connections_per_host: int
+    #: None: the vhost's limit; 0: no limit.
+    max_message_size: int | None
+    max_sessions: int
+    max_senders: int
+    max_receivers: int
     #: The OPEN's max-frame-size and each session's incoming window in bytes
     #: for the group's connections (None: the listener's).
-    max_frame_size: int | None = None
-    max_session_window: int | None = None
-    allow_dynamic_source: bool = False
-    allow_anonymous_sender: bool = False
-    allow_admin_status_update: bool = True
+    max_frame_size: int | None
+    max_session_window: int | None
+    allow_dynamic_source: bool
+    allow_anonymous_sender: bool
+    allow_admin_status_update: bool
     #: Whether messages may carry a ``user-id`` other than the connection's user.
-    allow_user_id_proxy: bool = False
+    allow_user_id_proxy: bool
     #: Whether links may claim ``qd.waypoint[.N]`` or ``qd.fallback``.
-    allow_waypoint_links: bool = True
-    allow_fallback_links: bool = True
+    allow_waypoint_links: bool
+    allow_fallback_links: bool
     #: None: any address; else the allowed names and ``prefix*`` patterns.
-    sources: tuple[str, ...] | None = None
-    targets: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None
+    targets: tuple[str, ...] | None
     #: Management requests the group may make (a Hop setting): ``none``,
     #: ``read`` (every operation but CREATE, UPDATE, DELETE) or ``write``.
-    management: str = "read"
-
-    @classmethod
-    def from_conf(cls, settings: Mapping[str, object]) -> GroupSettings:
-        """A group from the conf's ``groups`` JSON (qdrouterd's attribute names).
-
-        Raises:
-            ValueError: a value of the wrong kind.
-        """
-        def number(key: str, default: int) -> int:
-            value = settings.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int | str):
-                raise ValueError(f"{key}: expected an integer, got {value!r}")
-            return int(value)
-
-        def flag(key: str, default: bool) -> bool:
-            value = settings.get(key, default)
-            if isinstance(value, str):
-                return value.strip().lower() in ("true", "yes", "on", "1")
-            return bool(value)
-
-        def names(key: str, pattern_key: str) -> tuple[str, ...] | None:
-            if key in settings:
-                return tuple(_as_list(settings[key]))
-            if pattern_key in settings:
-                return tuple(_as_list(settings[pattern_key]))
-            return None
-
-        def optional(key: str) -> int | None:
-            return None if settings.get(key) is None else number(key, 0) or None
-
-        size = settings.get("maxMessageSize")
-        management = str(settings.get("management", "read")).strip().lower()
-        if management not in MANAGEMENT_ACCESS:
-            raise ValueError(f"management: expected one of {', '.join(MANAGEMENT_ACCESS)}, "
-                             f"got {settings.get('management')!r}")
-        return cls(
-            management=management,
-            users=frozenset(_as_list(settings.get("users"))),
-            remote_hosts=tuple(_as_list(settings.get("remoteHosts"))),
-            max_connections_per_user=number("maxConnectionsPerUser", UNLIMITED),
-            max_connections_per_host=number("maxConnectionsPerHost", UNLIMITED),
-            max_message_size=None if size is None else number("maxMessageSize", 0),
-            # 0: no limit, as in qdrouterd.
-            max_sessions=number("maxSessions", UNLIMITED) or UNLIMITED,
-            max_senders=number("maxSenders", UNLIMITED) or UNLIMITED,
-            max_receivers=number("maxReceivers", UNLIMITED) or UNLIMITED,
-            max_frame_size=optional("maxFrameSize"),
-            max_session_window=optional("maxSessionWindow"),
-            allow_dynamic_source=flag("allowDynamicSource", False),
-            allow_anonymous_sender=flag("allowAnonymousSender", False),
-            allow_admin_status_update=flag("allowAdminStatusUpdate", True),
-            allow_user_id_proxy=flag("allowUserIdProxy", False),
-            allow_waypoint_links=flag("allowWaypointLinks", True),
-            allow_fallback_links=flag("allowFallbackLinks", True),
-            sources=names("sources", "sourcePattern"),
-            targets=names("targets", "targetPattern"),
-        )
+    management: str
 
 
 @attrs.frozen(kw_only=True)
 class Vhost:
-    """A vhost: its limits and user groups."""
+    """A vhost: its limits and user groups, built from a conf ``vhost``
+    section (which holds the defaults); every field is given."""
 
     hostname: str
     #: Further hostnames matched to this vhost.
-    aliases: tuple[str, ...] = ()
-    max_connections: int = UNLIMITED
-    max_connections_per_user: int = UNLIMITED
-    max_connections_per_host: int = UNLIMITED
-    allow_unknown_user: bool = False
-    max_message_size: int | None = None
-    groups: Mapping[str, GroupSettings] = attrs.field(factory=dict)
+    aliases: tuple[str, ...]
+    max_connections: int
+    max_connections_per_user: int
+    max_connections_per_host: int
+    allow_unknown_user: bool
+    #: None: the policy's limit; 0: no limit.
+    max_message_size: int | None
+    groups: Mapping[str, GroupSettings]
 
     def group_of(self, user: str) -> str | None:
         for name, group in self.groups.items():

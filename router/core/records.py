@@ -10,26 +10,16 @@ into it.
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from typing import Any
 
-from addressing import Distribution
+from addressing import Distribution, Role
 from autolink import AutoLink
 from linkroute import LinkRouteSpec, RoutedLink
 from router.core.ids import ConnectionId, LinkId
 
 PRIORITIES = 10
 DEFAULT_PRIORITY = 4
-
-
-class Role(enum.Enum):
-    """Connection roles (reference 3.5)."""
-
-    NORMAL = "normal"
-    INTER_ROUTER = "inter-router"
-    ROUTE_CONTAINER = "route-container"
-    EDGE = "edge"
 
 
 #: ``max_message_size`` when no policy limits it.

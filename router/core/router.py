@@ -18,6 +18,7 @@ from addressing import (
     AddressSpec,
     AddressTable,
     Distribution,
+    Role,
     RoutingKey,
     classify,
 )
@@ -41,7 +42,6 @@ from router.core.records import (
     Connection,
     InLink,
     OutLink,
-    Role,
     RoutedEnd,
     RouterLink,
 )

@@ -14,8 +14,8 @@ from typing import Final
 
 import attrs
 
-from conf.entities import ENTITY_TYPES_BY_NAME
-from conf.fields import schema_fields
+from conf.entities import ENTITY_TYPES_BY_NAME, NESTED_TYPES_BY_NAME
+from conf.fields import Section, schema_fields
 
 __all__ = [
     "PREFIX",
@@ -85,9 +85,23 @@ def _every(conf_name: str) -> tuple[str, ...]:
 def _from_conf(conf_name: str, *, updatable: tuple[str, ...] = (),
                extra: tuple[Attribute, ...] = ()) -> tuple[Attribute, ...]:
     """The attributes of a conf section type, then ``extra`` (read-only)."""
-    entity = ENTITY_TYPES_BY_NAME[conf_name]
+    return _declared(ENTITY_TYPES_BY_NAME[conf_name].cls, updatable=updatable, extra=extra)
+
+
+def _nested(name: str) -> EntityType:
+    """The type of settings a conf section holds in a map attribute (never a
+    row of its own: they are read, created and updated with their section)."""
+    nested = NESTED_TYPES_BY_NAME[name]
+    return EntityType(name=name, description=f"settings in the {nested.attribute} of a "
+                      f"{nested.parent} (schema only)", extends="configurationEntity",
+                      attributes=_declared(nested.cls))
+
+
+def _declared(cls: type[Section], *, updatable: tuple[str, ...] = (),
+              extra: tuple[Attribute, ...] = ()) -> tuple[Attribute, ...]:
+    """The attributes a conf section class declares (but ``name``), then ``extra``."""
     result = []
-    for field in schema_fields(entity.cls):
+    for field in schema_fields(cls):
         schema = field.schema
         if schema.conf_name == "name":
             continue
@@ -353,6 +367,7 @@ _TYPES: tuple[EntityType, ...] = (
     EntityType(name="vhost", description="a vhost policy", extends="configurationEntity",
                conf_name="vhost", operations=("CREATE", "UPDATE", "DELETE"),
                attributes=_from_conf("vhost", updatable=_every("vhost"))),
+    _nested("vhostUserGroupSettings"),
     EntityType(name="vhostStats", description="a vhost's connections and denials",
                extends="operationalEntity", attributes=(
                    _s("hostname", "the vhost"),

@@ -25,8 +25,9 @@ from typing import Any
 
 from proton import Collector, Connection, Event, Session, Transport
 
+import conf
 from addressing import AddressTable
-from router.adapter import Engine, Listener, ListenerSettings
+from router.adapter import Engine, Listener, listener_settings
 from router.assembly import bind, build_engine
 from router.core import Router
 
@@ -181,8 +182,8 @@ class Harness:
     def __init__(self, *, addresses: AddressTable, link_capacity: int = 250) -> None:
         self.router = Router(router_id="Hop.test", addresses=addresses,
                              token=lambda: "0123456789abcde")
-        settings = ListenerSettings(host="127.0.0.1", port=0, idle_timeout_s=0,
-                                    link_capacity=link_capacity)
+        settings = listener_settings(conf.ListenerSection(
+            host="127.0.0.1", port="0", idle_timeout_seconds=0, link_capacity=link_capacity))
         self.engine = build_engine(core=self.router, router_id="Hop.test", clock=lambda: 1000.0,
                                    management=False)
         [self.listener] = bind(self.engine, [settings])

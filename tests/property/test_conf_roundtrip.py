@@ -35,6 +35,7 @@ from conf import (
     RouterMode,
     RouterSection,
     SslProfileSection,
+    UserGroupSection,
     VhostSection,
     parse,
     render,
@@ -46,6 +47,7 @@ from conf.types import (
     FloatType,
     IntegerType,
     JsonMapType,
+    NameListType,
     PortType,
     StringType,
     ValueType,
@@ -76,7 +78,6 @@ property_keys = st.text(
         and not key.startswith(("qd.", "x-opt-qd."))
     )
 )
-group_settings = st.sampled_from(["users", "remoteHosts", "maxSenders", "allowDynamicSource"])
 log_enables = st.just("none") | st.lists(
     st.sampled_from([*LOG_LEVELS, *(level + "+" for level in LOG_LEVELS)]), min_size=1, max_size=3
 ).map(", ".join)
@@ -116,14 +117,25 @@ def value_strategy(conf_name: str, value_type: ValueType) -> st.SearchStrategy[A
         return st.sampled_from(list(value_type.enum_type))
     if isinstance(value_type, PortType):
         return st.sampled_from(["amqp", "amqps"]) | st.integers(value_type.minimum, 65535).map(str)
+    if isinstance(value_type, NameListType):
+        return st.lists(st.text(max_size=6), max_size=3).map(tuple)
     assert isinstance(value_type, JsonMapType)
     if conf_name == "groups":
-        return st.dictionaries(
-            st.text(max_size=6),
-            st.dictionaries(group_settings, json_scalars, max_size=2),
-            max_size=2,
-        )
+        return st.dictionaries(st.text(max_size=6), user_groups(), max_size=2)
     return st.dictionaries(property_keys, json_values, max_size=3)
+
+
+def user_groups() -> st.SearchStrategy[dict[str, Any]]:
+    """A group as a vhost's ``groups`` holds it: any of its declared settings,
+    each written as the JSON form writes it (names also as one string)."""
+    settings: dict[str, st.SearchStrategy[Any]] = {}
+    for field in schema_fields(UserGroupSection):
+        value_type = field.schema.type
+        written = value_strategy(field.schema.conf_name, value_type).map(value_type.plain)
+        if isinstance(value_type, NameListType):
+            written = written | st.lists(st.text(max_size=6), max_size=3)
+        settings[field.schema.conf_name] = written
+    return st.fixed_dictionaries({}, optional=settings)
 
 
 def sections(cls: type[S], **overrides: st.SearchStrategy[Any]) -> st.SearchStrategy[S]:

@@ -31,6 +31,7 @@ from conf import (
     StripAnnotations,
     VhostSection,
     parse,
+    parse_boolean,
     port_number,
 )
 from conf.fields import schema_fields
@@ -227,6 +228,21 @@ def test_true_booleans(word: str) -> None:
 @pytest.mark.parametrize("word", ["no", "NO", "false", "FALSE", "off", "Off"])
 def test_false_booleans(word: str) -> None:
     assert not one(f"listener {{\n    http: {word}\n}}\n").listeners[0].http
+
+
+@pytest.mark.parametrize("word", ["ture", "1", "0", "y", ""])
+def test_other_words_are_not_booleans(word: str) -> None:
+    with pytest.raises(ConfError, match=f"expected a boolean .*, got '{word}'"):
+        one(f'listener {{\n    http: "{word}"\n}}\n')
+    with pytest.raises(ValueError, match="yes/true/on or no/false/off"):
+        parse_boolean(word)
+
+
+def test_option_strings_also_take_digits_as_booleans() -> None:
+    assert parse_boolean("1", digits=True) and not parse_boolean("0", digits=True)
+    assert parse_boolean("On", digits=True) and not parse_boolean("FALSE", digits=True)
+    with pytest.raises(ValueError, match=r"yes/true/on/1 or no/false/off/0\), got 'ture'"):
+        parse_boolean("ture", digits=True)
 
 
 @pytest.mark.parametrize(

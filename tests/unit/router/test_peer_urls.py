@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import conf
 from conf import Role
 from router.discovery import DiscoveryError, parse_discovery_url
 from router.embedded import PeerError, peer_conf
@@ -54,6 +55,22 @@ def test_a_discovery_url_names_the_group_and_maps_the_reconnect_options() -> Non
     delays = list(spec.backoff())
     # Four passes over the list: the first at once, then 0.1 s, x3 each time, at most 2 s.
     assert delays == pytest.approx([0.0, 0.1, 0.3, 0.9])
+
+
+def test_a_group_named_by_name_only_uses_the_discovery_section_s_address_and_port() -> None:
+    found = parse_discovery_url("discovery://(multicast://g)")
+    section = conf.parse("discovery {\n    group: g\n}\n", "hopd.conf").discovery
+    assert section is not None
+    assert (found.address, found.port) == (section.address, section.port)
+
+
+def test_discovery_url_flags_are_read_as_the_conf_reads_booleans() -> None:
+    spec = parse_discovery_url("discovery://(multicast://g)?randomize=0"
+                               "&useExponentialBackOff=off")
+    assert not spec.randomize and not spec.exponential
+    assert parse_discovery_url("discovery://(multicast://g)?randomize=YES").randomize
+    with pytest.raises(DiscoveryError, match="randomize must be true or false, got 'ture'"):
+        parse_discovery_url("discovery://(multicast://g)?randomize=ture")
 
 
 def test_discovery_url_forms() -> None:

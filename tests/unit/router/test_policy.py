@@ -1,11 +1,18 @@
 """Policy decisions: the global cap, vhosts, user groups, per-user and
-per-host limits, remote hosts, and what a group may attach."""
+per-host limits, remote hosts, and what a group may attach.
+
+Vhosts are written as conf ``vhost`` sections, with qdrouterd's names, and
+turned into the policy's as the router does: the conf holds the defaults."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from router.core.policy import Denied, Grant, GroupSettings, Policy, Vhost
+import conf
+from router.adapter.settings import vhost_from_section
+from router.core.policy import UNLIMITED, Denied, Grant, Policy, Vhost
 
 
 def test_the_global_cap_refuses_connections_beyond_it() -> None:
@@ -24,28 +31,34 @@ def test_without_vhost_policy_every_open_is_granted() -> None:
     assert Policy().attach(grant, sender=True, address=None) is None
 
 
-def vhost(**groups: GroupSettings) -> Vhost:
-    return Vhost(hostname="shop", max_connections=3, max_connections_per_user=2,
-                 allow_unknown_user=True, groups=groups)
+def vhost(hostname: str = "$default", **attributes: Any) -> Vhost:
+    """The policy's vhost for a ``vhost`` section with these attributes."""
+    section = conf.build_section("vhost", {"hostname": hostname, **attributes})
+    assert isinstance(section, conf.VhostSection)
+    return vhost_from_section(section)
+
+
+def shop(**groups: dict[str, object]) -> Vhost:
+    return vhost("shop", maxConnections=3, maxConnectionsPerUser=2, allowUnknownUser=True,
+                 groups=groups)
 
 
 def test_a_connection_gets_the_vhost_of_its_hostname_and_the_group_of_its_user() -> None:
-    admins = GroupSettings(users=frozenset({"alice"}))
-    guests = GroupSettings()
-    policy = Policy(enabled=True, vhosts=[vhost(admins=admins, **{"$default": guests}),
-                                          Vhost(hostname="$default")])
+    shop_vhost = shop(admins={"users": "alice"}, **{"$default": {}})
+    policy = Policy(enabled=True, vhosts=[shop_vhost, vhost()])
     alice = policy.open(hostname="shop:5672", user="alice", host="127.0.0.1")
-    assert isinstance(alice, Grant) and alice.group is admins
+    assert isinstance(alice, Grant) and alice.group is shop_vhost.groups["admins"]
     bob = policy.open(hostname="shop", user="bob", host="127.0.0.1")
-    assert isinstance(bob, Grant) and bob.group is guests, "unknown users: $default"
+    assert isinstance(bob, Grant) and bob.group is shop_vhost.groups["$default"], \
+        "unknown users: $default"
     elsewhere = policy.open(hostname="other", user="alice", host="127.0.0.1")
     assert isinstance(elsewhere, Denied), "the default vhost has no group for alice"
     assert "no group" in elsewhere.reason
 
 
 def test_connection_limits_per_vhost_user_and_host() -> None:
-    group = GroupSettings(max_connections_per_host=2, remote_hosts=("127.0.0.0/8",))
-    policy = Policy(enabled=True, vhosts=[vhost(**{"$default": group})])
+    group = {"maxConnectionsPerHost": 2, "remoteHosts": "127.0.0.0/8"}
+    policy = Policy(enabled=True, vhosts=[shop(**{"$default": group})])
     assert isinstance(policy.open(hostname="shop", user="u", host="127.0.0.1"), Grant)
     second = policy.open(hostname="shop", user="v", host="127.0.0.1")
     assert isinstance(second, Grant)
@@ -63,10 +76,9 @@ def test_connection_limits_per_vhost_user_and_host() -> None:
 
 
 def test_what_a_group_may_attach() -> None:
-    group = GroupSettings.from_conf({
-        "users": "alice", "maxSenders": 1, "maxReceivers": "2", "targets": "orders, ${user}.*",
-        "sources": ["news*"], "allowDynamicSource": "true"})
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", groups={"g": group})])
+    group = {"users": "alice", "maxSenders": 1, "maxReceivers": "2",
+             "targets": "orders, ${user}.*", "sources": ["news*"], "allowDynamicSource": "true"}
+    policy = Policy(enabled=True, vhosts=[vhost(groups={"g": group})])
     grant = policy.open(hostname=None, user="alice", host="127.0.0.1")
     assert isinstance(grant, Grant)
     denied = policy.attach(grant, sender=True, address="payments")
@@ -97,24 +109,26 @@ def test_what_a_group_may_attach() -> None:
     (("bad-pattern",), "192.0.2.1", False),
 ])
 def test_remote_host_patterns(patterns: tuple[str, ...], host: str, allowed: bool) -> None:
-    group = GroupSettings(remote_hosts=patterns)
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", allow_unknown_user=True,
+    group = {"remoteHosts": list(patterns)}
+    policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=True,
                                                 groups={"$default": group})])
     assert isinstance(policy.open(hostname=None, user="x", host=host), Grant) is allowed
 
 
-def test_bad_group_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="maxSenders: expected an integer"):
-        GroupSettings.from_conf({"maxSenders": [1]})
+def test_no_remote_hosts_or_an_empty_list_let_every_host_in() -> None:
+    for group in ({}, {"remoteHosts": ""}):
+        policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=True,
+                                                    groups={"$default": group})])
+        assert isinstance(policy.open(hostname=None, user="x", host="192.0.2.1"), Grant)
 
 
 def test_management_writes_need_an_authenticated_user_whose_group_may_write() -> None:
     assert Policy().may_manage(None, "CREATE") is None, "no vhost policy: no restriction"
-    writers = GroupSettings(users=frozenset({"alice"}), management="write")
-    nobody = GroupSettings(users=frozenset({"eve"}), management="none")
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", allow_unknown_user=True,
+    writers = {"users": "alice", "management": "write"}
+    nobody = {"users": "eve", "management": "none"}
+    policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=True,
                                                 groups={"w": writers, "n": nobody,
-                                                        "$default": GroupSettings()})])
+                                                        "$default": {}})])
     alice = policy.open(hostname=None, user="alice", host="h", authenticated=True)
     posing = policy.open(hostname=None, user="alice", host="h", authenticated=False)
     guest = policy.open(hostname=None, user="guest", host="h", authenticated=True)
@@ -127,23 +141,21 @@ def test_management_writes_need_an_authenticated_user_whose_group_may_write() ->
     assert policy.may_manage(guest, "UPDATE") is not None
     assert policy.may_manage(eve, "READ") is not None, "management: none"
     assert policy.may_manage(None, "QUERY") is None and policy.may_manage(None, "CREATE")
-    with pytest.raises(ValueError, match="management: expected one of none, read, write"):
-        GroupSettings.from_conf({"management": "admin"})
 
 
 def one_group_policy(**settings: object) -> tuple[Policy, Grant]:
-    group = GroupSettings.from_conf(settings)
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", allow_unknown_user=True,
-                                                groups={"$default": group})])
+    policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=True,
+                                                groups={"$default": settings})])
     grant = policy.open(hostname=None, user="alice", host="127.0.0.1")
     assert isinstance(grant, Grant)
     return policy, grant
 
 
 def test_max_sessions_zero_means_no_limit_and_refusals_are_counted() -> None:
-    assert GroupSettings.from_conf({"maxSessions": 0, "maxSenders": "0"}).max_sessions \
-        == GroupSettings().max_sessions
-    assert GroupSettings.from_conf({"maxSenders": 0}).max_senders == GroupSettings().max_senders
+    _, unlimited = one_group_policy(maxSessions=0, maxSenders="0", maxReceivers=0)
+    assert unlimited.group is not None
+    assert (unlimited.group.max_sessions, unlimited.group.max_senders,
+            unlimited.group.max_receivers) == (UNLIMITED, UNLIMITED, UNLIMITED)
     policy, grant = one_group_policy(maxSessions=2)
     assert grant.group is not None and grant.group.max_sessions == 2
     policy.session_refused(grant)
@@ -174,17 +186,21 @@ def test_user_id_is_checked_unless_the_group_allows_proxying() -> None:
 
 
 def test_frame_size_and_session_window_come_from_the_group() -> None:
-    group = GroupSettings.from_conf({"maxFrameSize": 4096, "maxSessionWindow": "40960"})
-    assert (group.max_frame_size, group.max_session_window) == (4096, 40960)
-    assert GroupSettings.from_conf({"maxFrameSize": 0}).max_frame_size is None
+    _, grant = one_group_policy(maxFrameSize=4096, maxSessionWindow="40960")
+    assert grant.group is not None
+    assert (grant.group.max_frame_size, grant.group.max_session_window) == (4096, 40960)
+    for settings in ({"maxFrameSize": 0, "maxSessionWindow": 0}, {}):
+        _, grant = one_group_policy(**settings)
+        assert grant.group is not None
+        assert (grant.group.max_frame_size, grant.group.max_session_window) == (None, None), \
+            "the listener's"
 
 
 def test_a_connector_gets_the_connector_group_of_its_policy_vhost() -> None:
-    connectors = GroupSettings(targets=("out.*",))
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="broker",
-                                                groups={"$connector": connectors})])
+    broker = vhost("broker", groups={"$connector": {"targets": "out.*"}})
+    policy = Policy(enabled=True, vhosts=[broker])
     grant = policy.connector("broker", "10.0.0.1")
-    assert isinstance(grant, Grant) and grant.group is connectors
+    assert isinstance(grant, Grant) and grant.group is broker.groups["$connector"]
     assert policy.attach(grant, sender=True, address="in.x") is not None
     assert isinstance(policy.connector("nowhere", "10.0.0.1"), Denied)
     policy.closed(grant)
@@ -192,13 +208,12 @@ def test_a_connector_gets_the_connector_group_of_its_policy_vhost() -> None:
 
 
 def test_vhosts_replaced_and_removed_at_run_time() -> None:
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="shop", aliases=("store",),
-                                                allow_unknown_user=True,
-                                                groups={"$default": GroupSettings()})])
+    policy = Policy(enabled=True, vhosts=[vhost("shop", aliases="store", allowUnknownUser=True,
+                                                groups={"$default": {}})])
     old = policy.open(hostname="store", user="u", host="h")
     assert isinstance(old, Grant) and old.vhost is not None and old.vhost.hostname == "shop"
-    policy.set_vhost(Vhost(hostname="shop", max_connections=1, allow_unknown_user=True,
-                           groups={"$default": GroupSettings()}))
+    policy.set_vhost(vhost("shop", maxConnections=1, allowUnknownUser=True,
+                           groups={"$default": {}}))
     assert isinstance(policy.open(hostname="store", user="u", host="h"), Denied), \
         "the alias went with the old settings"
     assert isinstance(policy.open(hostname="shop", user="u", host="h"), Denied), \
@@ -211,9 +226,8 @@ def test_vhosts_replaced_and_removed_at_run_time() -> None:
 
 
 def test_closing_connections_through_management_needs_allow_admin_status_update() -> None:
-    keepers = GroupSettings(users=frozenset({"alice"}), management="write",
-                            allow_admin_status_update=False)
-    policy = Policy(enabled=True, vhosts=[Vhost(hostname="$default", groups={"k": keepers})])
+    keepers = {"users": "alice", "management": "write", "allowAdminStatusUpdate": False}
+    policy = Policy(enabled=True, vhosts=[vhost(groups={"k": keepers})])
     alice = policy.open(hostname=None, user="alice", host="h", authenticated=True)
     assert isinstance(alice, Grant)
     refused = policy.may_manage(alice, "UPDATE", "org.apache.qpid.dispatch.connection")

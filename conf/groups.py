@@ -1,0 +1,257 @@
+"""The settings of a vhost's user group, declared once (qdrouterd's ``vhostUserGroupSettings``).
+
+Owns what a group of a vhost's ``groups`` map may set: each setting's name
+as qdrouterd spells it, its type, default and description, and checking a
+``groups`` map against them, so that an unknown setting (the nearest name
+suggested) or a value of the wrong type is an error at its position in the
+file, as for any attribute.  A vhost keeps its groups as they were written
+(management shows them so); ``user_groups`` types them for whoever applies
+them.  Group settings are matched exactly as written, as qdrouterd does:
+their names are not normalised.  It must not apply a policy.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from conf.diagnostics import FILE_POSITION, ConfError, Diagnostic
+from conf.document import JsonValue, Node, ObjectValue, describe_kind, from_plain
+from conf.fields import Section, schema_fields, setting
+from conf.names import did_you_mean
+from conf.types import (
+    INT32_MAX,
+    UINT32_MAX,
+    BooleanType,
+    EnumType,
+    IntegerType,
+    JsonMapType,
+    NameListType,
+    ValueTypeError,
+)
+
+__all__ = [
+    "GROUPS_TYPE",
+    "ManagementAccess",
+    "UserGroupSection",
+    "ignored_group_settings",
+    "user_groups",
+]
+
+
+class ManagementAccess(enum.Enum):
+    """Which management requests a group's users may make (a Hop setting)."""
+
+    NONE = "none"
+    READ = "read"
+    WRITE = "write"
+
+
+_NAMES = NameListType()
+_CONNECTIONS = IntegerType(0, INT32_MAX)
+_SIZE = IntegerType(0, UINT32_MAX)
+_COUNT = IntegerType(0, UINT32_MAX)
+
+
+@attrs.frozen(kw_only=True)
+class UserGroupSection(Section):
+    """One user group: the value of an entry of a vhost's ``groups`` map."""
+
+    users: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting("users", _NAMES, "the group's users; a user is in one group of a vhost",
+                         default_doc="none"),
+    )
+    remote_hosts: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "remoteHosts", _NAMES,
+            "hosts the users may connect from: addresses, ranges low-high, CIDR networks, or *; "
+            "empty: any host",
+            default_doc="any host",
+        ),
+    )
+    max_connections_per_user: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxConnectionsPerUser", _CONNECTIONS,
+                         "connections per user, when fewer than the vhost's",
+                         default_doc="the vhost's"),
+    )
+    max_connections_per_host: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxConnectionsPerHost", _CONNECTIONS,
+                         "connections per remote host, when fewer than the vhost's",
+                         default_doc="the vhost's"),
+    )
+    max_message_size: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxMessageSize", _SIZE,
+                         "largest message the users may send, in bytes; 0: no limit",
+                         default_doc="the vhost's"),
+    )
+    max_frame_size: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxFrameSize", _SIZE,
+                         "max-frame-size of the router's OPEN to the users, in bytes (at least "
+                         "512); 0: the listener's",
+                         default_doc="the listener's"),
+    )
+    max_session_window: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxSessionWindow", _SIZE,
+                         "incoming window of each session, in bytes; 0: the listener's",
+                         default_doc="the listener's"),
+    )
+    max_sessions: int | None = attrs.field(
+        default=None,
+        metadata=setting("maxSessions", _COUNT,
+                         "sessions per connection (channel-max is one less), when fewer than "
+                         "the listener's; 0: the listener's",
+                         default_doc="the listener's"),
+    )
+    max_senders: int = attrs.field(
+        default=INT32_MAX,
+        metadata=setting("maxSenders", _COUNT, "sending links per connection; 0: no limit"),
+    )
+    max_receivers: int = attrs.field(
+        default=INT32_MAX,
+        metadata=setting("maxReceivers", _COUNT, "receiving links per connection; 0: no limit"),
+    )
+    allow_dynamic_source: bool = attrs.field(
+        default=False,
+        metadata=setting("allowDynamicSource", BooleanType(),
+                         "receivers may ask for a dynamic source"),
+    )
+    allow_anonymous_sender: bool = attrs.field(
+        default=False,
+        metadata=setting("allowAnonymousSender", BooleanType(),
+                         "senders may attach without a target address"),
+    )
+    allow_user_id_proxy: bool = attrs.field(
+        default=False,
+        metadata=setting("allowUserIdProxy", BooleanType(),
+                         "messages may carry a user-id other than the connection's user"),
+    )
+    allow_waypoint_links: bool = attrs.field(
+        default=True,
+        metadata=setting("allowWaypointLinks", BooleanType(),
+                         "links may claim the qd.waypoint capability"),
+    )
+    allow_fallback_links: bool = attrs.field(
+        default=True,
+        metadata=setting("allowFallbackLinks", BooleanType(),
+                         "links may claim the qd.fallback capability"),
+    )
+    allow_dynamic_link_routes: bool = attrs.field(
+        default=True,
+        metadata=setting(
+            "allowDynamicLinkRoutes", BooleanType(),
+            "connections may create connection-scoped link routes",
+            ignored="Hop has no connection-scoped link routes for it to allow",
+        ),
+    )
+    allow_admin_status_update: bool = attrs.field(
+        default=True,
+        metadata=setting("allowAdminStatusUpdate", BooleanType(),
+                         "users may close other connections through management"),
+    )
+    sources: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting("sources", _NAMES,
+                         "addresses the users may receive from: names, prefix* and ${user} "
+                         "(the user's name); empty: none",
+                         default_doc="any address"),
+    )
+    targets: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting("targets", _NAMES,
+                         "addresses the users may send to, as for sources; empty: none",
+                         default_doc="any address"),
+    )
+    source_pattern: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting("sourcePattern", _NAMES,
+                         "read as sources (and matched as they are) when sources is not given",
+                         default_doc="any address"),
+    )
+    target_pattern: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=setting("targetPattern", _NAMES,
+                         "read as targets (and matched as they are) when targets is not given",
+                         default_doc="any address"),
+    )
+    management: ManagementAccess = attrs.field(
+        default=ManagementAccess.READ,
+        metadata=setting(
+            "management", EnumType(ManagementAccess),
+            "management requests the users may make (a Hop setting): none, read (all but "
+            "CREATE, UPDATE and DELETE) or write",
+        ),
+    )
+
+
+_SETTINGS = {field.schema.conf_name: field for field in schema_fields(UserGroupSection)}
+
+
+def _group(name: str, node: Node) -> UserGroupSection:
+    """The group ``name`` written as ``node``.
+
+    Raises:
+        ValueTypeError: at the first setting that is unknown, given twice or
+            of the wrong type (or at the group, when it is not a map).
+    """
+    if not isinstance(node.value, ObjectValue):
+        raise ValueTypeError(
+            f"group {name!r} must be a map of settings, got {describe_kind(node)}", node.pos)
+    values: dict[str, Any] = {}  # typed by each setting's own type
+    for key, value in node.value.members:
+        assert isinstance(key.value, str)
+        field = _SETTINGS.get(key.value)
+        if field is None:
+            hint = did_you_mean(key.value, _SETTINGS)
+            raise ValueTypeError(f"unknown setting {key.value!r} in group {name!r}{hint}",
+                                 key.pos)
+        if field.field.name in values:
+            raise ValueTypeError(f"setting {key.value!r} given twice in group {name!r}", key.pos)
+        try:
+            values[field.field.name] = field.schema.type.convert(value)
+        except ValueTypeError as error:
+            raise ValueTypeError(f"setting {key.value!r} in group {name!r}: {error.message}",
+                                 error.pos or value.pos) from None
+    return UserGroupSection(**values)
+
+
+def _check_group(name: str, node: Node) -> None:
+    _group(name, node)
+
+
+#: The type of a vhost's ``groups``: kept as written, each group checked.
+GROUPS_TYPE = JsonMapType("JSON map: group name to the group's settings (see vhost groups)",
+                          check_value=_check_group)
+
+
+def user_groups(groups: Mapping[str, JsonValue] | None) -> dict[str, UserGroupSection]:
+    """A vhost's ``groups``, as written, typed by name.
+
+    Raises:
+        ConfError: a group that does not fit its declaration; the conf loader
+            has checked the groups of every section it made.
+    """
+    typed = {}
+    for name, settings in (groups or {}).items():
+        try:
+            typed[name] = _group(name, from_plain(settings, FILE_POSITION))
+        except ValueTypeError as error:
+            diagnostic = Diagnostic(filename="groups", line=0, column=0, message=error.message)
+            raise ConfError([diagnostic]) from None
+    return typed
+
+
+def ignored_group_settings(settings: Mapping[str, object]) -> list[tuple[str, str]]:
+    """The settings a written group gives that Hop accepts and does not apply,
+    each with the reason, in declaration order."""
+    return [(name, field.schema.ignored) for name, field in _SETTINGS.items()
+            if field.schema.ignored is not None and name in settings]
