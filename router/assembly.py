@@ -110,7 +110,8 @@ def build_engine(*, core: Router, router_id: str,
     attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock)
     effects = Effects(own, forwarder.sender, forwarder.outcomes)
     stats = RouterStats(core=core, router_id=router_id, section=section,
-                        connections=transports, links=links, counters=forwarder.counters)
+                        connections=transports, links=links, counters=forwarder.counters,
+                        clock=clock)
     http = HttpServer(loop, Exposition(stats), CONTENT_TYPE)
     listeners = Listeners(loop, transports, http, policy)
     connector_part = Connectors(loop, transports, list(connectors))
@@ -271,4 +272,4 @@ def discovery_settings(section: conf.DiscoverySection,
         group=section.group, address=section.address, port=section.port,
         interface=interface, ttl=section.ttl, interval_s=section.announce_interval / 1000.0,
         expiry_s=section.expiry / 1000.0, secret=secret.encode() if secret else None,
-        announce_host=host, announce_port=announced.port, clients=clients)
+        announce_host=host, announce_port=announced.port, clients=clients, section=section)

@@ -47,6 +47,15 @@ from router.management import (
     SslProfiles,
 )
 from router.management.sources import section_from
+from router.management.statistics import (
+    ConnectionStatistics,
+    ConnectorStatus,
+    DiscoveryStatus,
+    LogStatistics,
+    PolicyStatistics,
+    VhostStatistics,
+    as_row,
+)
 
 __all__ = ["build_agent"]
 
@@ -73,30 +82,31 @@ class Connections(ReadOnly):
             container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
             encrypted = bool(conn.opened and lib.pn_transport_is_encrypted(conn.tptr))
             ssl = conn.ssl if encrypted else None
-            rows.append({
-                "identity": str(conn.core.conn_id),
-                "name": f"connection/{conn.peer}",
-                "adminStatus": "enabled",
-                "operStatus": "closing" if conn.closed else "up",
-                "protocol": "amqp",
-                "container": container,
-                "opened": conn.opened,
-                "host": conn.peer,
-                "dir": "out" if conn.connector is not None else "in",
-                "role": conn.core.role.value,
-                "isAuthenticated": bool(user) and mech not in (None, "ANONYMOUS"),
-                "isEncrypted": encrypted,
-                "enableProtocolTrace": False,
-                "sasl": mech,
-                "user": user,
-                "ssl": ssl is not None,
-                "sslProto": None if ssl is None else ssl.protocol_name(),
-                "sslCipher": None if ssl is None else ssl.cipher_name(),
-                "tenant": None,
-                "uptimeSeconds": int(now - conn.started),
-                "lastDlvSeconds": None,
-                "properties": _remote_properties(conn.pn_conn) if conn.opened else {},
-            })
+            stats = ConnectionStatistics(
+                adminStatus="enabled",
+                operStatus="closing" if conn.closed else "up",
+                protocol="amqp",
+                container=container,
+                opened=conn.opened,
+                host=conn.peer,
+                dir="out" if conn.connector is not None else "in",
+                role=conn.core.role.value,
+                isAuthenticated=bool(user) and mech not in (None, "ANONYMOUS"),
+                isEncrypted=encrypted,
+                enableProtocolTrace=False,
+                sasl=mech,
+                user=user,
+                ssl=ssl is not None,
+                sslProto=None if ssl is None else ssl.protocol_name(),
+                sslCipher=None if ssl is None else ssl.cipher_name(),
+                sslSsf=None,
+                tenant=None,
+                uptimeSeconds=int(now - conn.started),
+                lastDlvSeconds=None,
+                properties=_remote_properties(conn.pn_conn) if conn.opened else {},
+            )
+            rows.append({"identity": str(conn.core.conn_id), "name": f"connection/{conn.peer}",
+                         **as_row(stats)})
         return rows
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
@@ -191,7 +201,10 @@ class Connectors(ReadOnly):
         now = self._clock()
         for connector in self._connectors.connectors:
             s = connector.settings
-            row: Row = conf.section_attributes(s.section) if s.section is not None else {}
+            # A connector made at run time for a discovered peer has no section.
+            section = s.section or conf.ConnectorSection(
+                name=s.name, host=s.host, port=str(s.port), role=s.role)
+            row: Row = conf.section_attributes(section)
             identity = f"connector/{connector.address}"
             if s.name:
                 identity += f":{s.name}"
@@ -205,9 +218,11 @@ class Connectors(ReadOnly):
                 status = "INITIALIZING"
             retry = None if connector.retry_at is None or connector.conn is not None \
                 else max(0, round(connector.retry_at - now))
-            row.update(identity=identity, name=s.name or identity, connectionStatus=status,
-                       connectionMsg=connector.message, reconnectAttempts=connector.failures,
-                       nextRetrySeconds=retry, failoverUrls=connector.failover.listing())
+            row.update(identity=identity, name=s.name or identity,
+                       failoverUrls=connector.failover.listing())
+            row.update(as_row(ConnectorStatus(
+                connectionStatus=status, connectionMsg=connector.message,
+                reconnectAttempts=connector.failures, nextRetrySeconds=retry)))
             rows.append((row, connector))
         return rows
 
@@ -303,12 +318,13 @@ class VhostStats(ReadOnly):
     def rows(self) -> Iterable[Row]:
         return [{
             "identity": f"vhostStats/{hostname}", "name": f"vhostStats/{hostname}",
-            "hostname": hostname, "connectionsApproved": c.connections_approved,
-            "connectionsDenied": c.connections_denied, "connectionsCurrent": c.connections,
-            "perUserState": dict(c.per_user), "perHostState": dict(c.per_host),
-            "sessionDenied": c.sessions_denied, "senderDenied": c.senders_denied,
-            "receiverDenied": c.receivers_denied,
-            "maxMessageSizeDenied": c.max_message_size_denied,
+            **as_row(VhostStatistics(
+                hostname=hostname, connectionsApproved=c.connections_approved,
+                connectionsDenied=c.connections_denied, connectionsCurrent=c.connections,
+                perUserState=dict(c.per_user), perHostState=dict(c.per_host),
+                sessionDenied=c.sessions_denied, senderDenied=c.senders_denied,
+                receiverDenied=c.receivers_denied,
+                maxMessageSizeDenied=c.max_message_size_denied)),
         } for hostname, c in self._policy.counts.items()]
 
 
@@ -323,14 +339,15 @@ class Discovery(ReadOnly):
         if discovery is None:
             return []
         s = discovery.settings
-        return [{
-            "identity": f"discovery/{s.group}", "name": f"discovery/{s.group}",
-            "group": s.group, "address": s.address, "port": s.port, "interface": s.interface,
-            "ttl": s.ttl, "announceInterval": int(s.interval_s * 1000),
-            "expiry": int(s.expiry_s * 1000), "secret": None,
-            "peers": sorted(discovery.table.peers), "beaconsSent": discovery.sent,
-            "beaconsIgnored": {reason.value: n for reason, n in discovery.table.ignored.items()},
-        }]
+        row: Row = conf.section_attributes(s.section or conf.DiscoverySection(group=s.group))
+        row.update(identity=f"discovery/{s.group}", name=f"discovery/{s.group}",
+                   group=s.group, address=s.address, port=s.port, interface=s.interface,
+                   ttl=s.ttl, announceInterval=int(s.interval_s * 1000),
+                   expiry=int(s.expiry_s * 1000), secret=None)
+        row.update(as_row(DiscoveryStatus(
+            peers=sorted(discovery.table.peers), beaconsSent=discovery.sent,
+            beaconsIgnored={reason.value: n for reason, n in discovery.table.ignored.items()})))
+        return [row]
 
 
 class PolicyEntity(ReadOnly):
@@ -349,11 +366,12 @@ class PolicyEntity(ReadOnly):
             "enableVhostPolicy": p.enabled, "enableVhostNamePatterns":
             s.enable_vhost_name_patterns, "policyDir": s.policy_dir,
             "defaultVhost": p.default_vhost,
-            "connectionsProcessed": p.connections_processed,
-            "connectionsDenied": p.connections_denied, "connectionsCurrent": p.current,
-            "linksDenied": p.links_denied, "sessionsDenied": p.sessions_denied,
-            "maxMessageSizeDenied": p.max_message_size_denied,
-            "totalDenials": p.total_denials,
+            **as_row(PolicyStatistics(
+                connectionsProcessed=p.connections_processed,
+                connectionsDenied=p.connections_denied, connectionsCurrent=p.current,
+                linksDenied=p.links_denied, sessionsDenied=p.sessions_denied,
+                maxMessageSizeDenied=p.max_message_size_denied,
+                totalDenials=p.total_denials)),
         }]
 
 
@@ -418,7 +436,11 @@ class LogStats(ReadOnly):
 
     def rows(self) -> Iterable[Row]:
         return [{"identity": f"logStats/{module}", "name": f"logStats/{module}",
-                 **{f"{level}Count": n for level, n in counts.items()}}
+                 **as_row(LogStatistics(
+                     traceCount=counts["trace"], debugCount=counts["debug"],
+                     infoCount=counts["info"], noticeCount=counts["notice"],
+                     warningCount=counts["warning"], errorCount=counts["error"],
+                     criticalCount=counts["critical"]))}
                 for module, counts in logs.RECORDER.counts.items()]
 
 

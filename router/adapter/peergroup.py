@@ -52,6 +52,8 @@ class DiscoverySettings:
     announce_port: int
     #: The ``normal`` listeners announced for clients: (host, port).
     clients: tuple[tuple[str, int], ...] = ()
+    #: The conf section these settings came from (shown by management).
+    section: conf.DiscoverySection | None = None
 
 
 class PeerDiscovery:

@@ -13,20 +13,25 @@ from typing import Protocol
 
 from router.adapter.connections import Conn, Connector, Listener
 from router.adapter.settings import ConnectorSettings, ListenerSettings
-from router.core import AddressRecord, Connection
+from router.core import Connection
+from router.management.statistics import AddressStatistics, LinkStatistics, RouterStatistics
 
 
 class RouterView(Protocol):
     """A read-only view of the router's state (``/metrics``)."""
 
-    def router_row(self) -> Mapping[str, object]:
-        """The ``router`` entity's attributes."""
+    def statistics(self) -> RouterStatistics:
+        """The router-wide counts."""
 
     def connections(self) -> Iterable[Connection]:
         """The core's records of the open connections."""
 
-    def records(self) -> Mapping[str, AddressRecord]:
-        """The address records, by routing key."""
+    def links(self) -> Iterable[LinkStatistics]:
+        """The statistics of every link of every open connection."""
+
+    def addresses(self) -> Iterable[AddressStatistics]:
+        """The statistics of the addresses that have seen traffic or have
+        producers or consumers here."""
 
 
 class ConnectorControl(Protocol):

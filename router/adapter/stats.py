@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 import conf
 import router
@@ -21,6 +21,25 @@ from router.adapter.links import Links
 from router.adapter.pending import Counters
 from router.adapter.ports import ConnectionControl
 from router.core import AddressRecord, Connection, Role, Router, tally
+from router.management.sources import (
+    IN_PROCESS_CONNECTION,
+    address_statistics,
+    link_statistics,
+)
+from router.management.statistics import (
+    AddressStatistics,
+    LinkStatistics,
+    RouterStatistics,
+    as_row,
+)
+
+
+def _active(record: AddressRecord) -> bool:
+    """Whether an address has producers or consumers here, or has seen traffic
+    (the management agent's own addresses have none of these)."""
+    local = any(link.conn.conn_id != IN_PROCESS_CONNECTION for link in record.consumers)
+    return bool(local or record.senders or record.transit or record.retired_in
+                or record.retired_out)
 
 
 def _memory_bytes() -> int | None:
@@ -41,84 +60,95 @@ class RouterStats:
         connections: the open connections.
         links: the link table (with the counts of the links gone).
         counters: the per-message parts' router-wide counts.
+        clock: monotonic clock (seconds), for links' time without credit.
     """
 
     def __init__(self, *, core: Router, router_id: str, section: conf.RouterSection,
-                 connections: ConnectionControl, links: Links, counters: Counters) -> None:
+                 connections: ConnectionControl, links: Links, counters: Counters,
+                 clock: Callable[[], float]) -> None:
         self._core = core
         self._router_id = router_id
         self._section = section
         self._connections = connections
         self._links = links
         self._counters = counters
+        self._clock = clock
         self._started = time.monotonic()
 
     def connections(self) -> Iterable[Connection]:
         return [conn.core for conn in self._connections.conns.values()]
 
-    def records(self) -> Mapping[str, AddressRecord]:
-        return self._core.records
+    def links(self) -> Iterable[LinkStatistics]:
+        now = self._clock()
+        found: list[LinkStatistics] = []
+        for conn in self._connections.conns.values():
+            found.extend(link_statistics(il, now) for il in conn.core.in_links.values())
+            found.extend(link_statistics(ol, now) for ol in conn.core.out_links.values())
+        return found
+
+    def addresses(self) -> Iterable[AddressStatistics]:
+        return [address_statistics(record) for record in self._core.records.values()
+                if _active(record)]
 
     def router_row(self) -> dict[str, object]:
         """The ``router`` entity's attributes."""
+        row: dict[str, object] = conf.section_attributes(self._section)
+        row.update(identity=f"router/{self._router_id}", name=f"router/{self._router_id}",
+                   id=self._router_id)
+        row.update(as_row(self.statistics()))
+        return row
+
+    def statistics(self) -> RouterStatistics:
+        """The router-wide counts: the endpoint links now open (producers'
+        outcomes on incoming links) plus those gone, the address records'
+        and the per-message parts' own."""
         core = self._core
         conns = [conn.core for conn in self._connections.conns.values()]
-        row: dict[str, object] = conf.section_attributes(self._section)
-        row.update(
-            identity=f"router/{self._router_id}",
-            name=f"router/{self._router_id}",
-            id=self._router_id,
+        totals = dict(self._links.retired)
+        for conn in conns:
+            if conn.role is Role.INTER_ROUTER:
+                continue
+            for il in conn.in_links.values():
+                tally(totals, il)
+            for ol in conn.out_links.values():
+                tally(totals, ol)
+        c = self._counters
+        blocked = sum(1 for conn in conns for out in conn.out_links.values() if out.starved)
+        return RouterStatistics(
             version=router.__version__,
             hostName=socket.gethostname(),
+            addrCount=len(core.records),
+            linkCount=sum(len(conn.in_links) + len(conn.out_links) + len(conn.routed)
+                          for conn in conns),
+            nodeCount=0 if core.network is None
+            else len(core.network.protocol.node_table()) - 1,
+            linkRouteCount=len(core.link_routing.table),
+            autoLinkCount=len(core.auto_links),
+            connectionCount=len(conns),
+            blockedLinkCount=blocked,
+            linksBlocked=blocked,
+            presettledDeliveries=totals["presettled"],
+            droppedPresettledDeliveries=c.dropped_presettled,
+            acceptedDeliveries=totals["accepted"],
+            rejectedDeliveries=totals["rejected"],
+            releasedDeliveries=totals["released"],
+            modifiedDeliveries=totals["modified"],
+            deliveriesDelayed1Sec=totals["delayed1"],
+            deliveriesDelayed10Sec=totals["delayed10"],
+            deliveriesStuck=totals["stuck"],
+            deliveriesIngress=totals["ingress"],
+            deliveriesEgress=totals["egress"],
+            deliveriesTransit=sum(r.transit for r in core.records.values()),
+            deliveriesIngressRouteContainer=totals["ingress_rc"],
+            deliveriesEgressRouteContainer=totals["egress_rc"],
+            deliveriesRedirectedToFallback=c.redirected,
+            deliveriesStreamed=c.streamed,
+            deliveriesStreamedAborted=c.streams_aborted,
+            streamingPauses=c.stream_pauses,
             uptimeSeconds=int(time.monotonic() - self._started),
             memoryUsage=_memory_bytes(),
             workerThreads=1,
         )
-        row.update(self.counts())
-        row["linkRouteCount"] = len(core.link_routing.table)
-        row["autoLinkCount"] = len(core.auto_links)
-        row["addrCount"] = len(core.records)
-        row["connectionCount"] = len(conns)
-        row["linkCount"] = sum(len(c.in_links) + len(c.out_links) + len(c.routed) for c in conns)
-        row["nodeCount"] = 0 if core.network is None \
-            else len(core.network.protocol.node_table()) - 1
-        row["linksBlocked"] = row["blockedLinkCount"] = sum(
-            1 for c in conns for out in c.out_links.values() if out.starved)
-        return row
-
-    def counts(self) -> dict[str, int]:
-        """Router-wide delivery counters: the endpoint links now open (producers'
-        outcomes on incoming links) plus those gone, and the forwarder's own."""
-        totals = dict(self._links.retired)
-        for conn in self._connections.conns.values():
-            core = conn.core
-            if core.role is Role.INTER_ROUTER:
-                continue
-            for il in core.in_links.values():
-                tally(totals, il)
-            for ol in core.out_links.values():
-                tally(totals, ol)
-        c = self._counters
-        return {
-            "acceptedDeliveries": totals["accepted"],
-            "rejectedDeliveries": totals["rejected"],
-            "releasedDeliveries": totals["released"],
-            "modifiedDeliveries": totals["modified"],
-            "presettledDeliveries": totals["presettled"],
-            "droppedPresettledDeliveries": c.dropped_presettled,
-            "deliveriesIngress": totals["ingress"],
-            "deliveriesEgress": totals["egress"],
-            "deliveriesTransit": sum(r.transit for r in self._core.records.values()),
-            "deliveriesIngressRouteContainer": totals["ingress_rc"],
-            "deliveriesEgressRouteContainer": totals["egress_rc"],
-            "deliveriesRedirectedToFallback": c.redirected,
-            "deliveriesDelayed1Sec": totals["delayed1"],
-            "deliveriesDelayed10Sec": totals["delayed10"],
-            "deliveriesStuck": totals["stuck"],
-            "deliveriesStreamed": c.streamed,
-            "deliveriesStreamedAborted": c.streams_aborted,
-            "streamingPauses": c.stream_pauses,
-        }
 
 
 __all__ = ["RouterStats"]

@@ -20,6 +20,14 @@ from linkroute import LinkRouteError
 from router.core import AddressRecord, Connection, Effect, InLink, OutLink, Role, Router
 from router.core.watch import Watch
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
+from router.management.statistics import (
+    AddressStatistics,
+    AutoLinkStatus,
+    LinkRouteStatus,
+    LinkStatistics,
+    NodeStatistics,
+    as_row,
+)
 
 __all__ = [
     "ConfigAddresses",
@@ -30,12 +38,11 @@ __all__ = [
     "RouterNodes",
     "SslProfileStore",
     "SslProfiles",
+    "address_statistics",
     "link_row",
+    "link_statistics",
     "section_from",
 ]
-
-_OUTCOMES = ("acceptedCount", "rejectedCount", "releasedCount", "modifiedCount")
-
 
 def _links(connections: Iterable[Connection]) -> Iterator[InLink | OutLink]:
     for conn in connections:
@@ -43,7 +50,7 @@ def _links(connections: Iterable[Connection]) -> Iterator[InLink | OutLink]:
         yield from conn.out_links.values()
 
 
-def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
+def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
     """The ``router.link`` attributes of one link (``now`` for its zero-credit time)."""
     incoming = isinstance(link, InLink)
     conn = link.conn
@@ -54,34 +61,42 @@ def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
     else:
         link_type = "endpoint"
     record = link.record
-    row: Row = {
-        "identity": str(link.link_id),
-        "name": link.name,
-        "adminStatus": "enabled",
-        "operStatus": "up",
-        "linkName": link.name,
-        "linkType": link_type,
-        "linkDir": "in" if incoming else "out",
-        "owningAddr": record.key if record is not None else None,
-        "capacity": link.window if isinstance(link, InLink) else link.capacity,
-        "undeliveredCount": 0 if isinstance(link, InLink) else len(link.queue),
-        "unsettledCount": len(link.unsettled),
-        "deliveryCount": link.delivered,
-        "presettledCount": link.presettled,
-        "droppedPresettledCount": 0 if isinstance(link, InLink) else link.dropped_presettled,
-        "deliveriesDelayed1Sec": link.delayed1,
-        "deliveriesDelayed10Sec": link.delayed10,
-        "deliveriesStuck": link.stuck,
-        "creditAvailable": None if isinstance(link, InLink) else link.credit,
-        "zeroCreditSeconds": 0 if isinstance(link, InLink)
+    accepted, rejected, released, modified = link.outcomes
+    return LinkStatistics(
+        adminStatus="enabled",
+        operStatus="up",
+        linkName=link.name,
+        linkType=link_type,
+        linkDir="in" if incoming else "out",
+        owningAddr=record.key if record is not None else None,
+        capacity=link.window if isinstance(link, InLink) else link.capacity,
+        peer=None,
+        connectionId=str(conn.conn_id),
+        undeliveredCount=0 if isinstance(link, InLink) else len(link.queue),
+        unsettledCount=len(link.unsettled),
+        deliveryCount=link.delivered,
+        presettledCount=link.presettled,
+        droppedPresettledCount=0 if isinstance(link, InLink) else link.dropped_presettled,
+        acceptedCount=accepted,
+        rejectedCount=rejected,
+        releasedCount=released,
+        modifiedCount=modified,
+        deliveriesDelayed1Sec=link.delayed1,
+        deliveriesDelayed10Sec=link.delayed10,
+        deliveriesStuck=link.stuck,
+        creditAvailable=None if isinstance(link, InLink) else link.credit,
+        zeroCreditSeconds=0 if isinstance(link, InLink)
         else Watch.zero_credit_seconds(link, now),
-        "settleRate": 0,
-        "priority": None,
-        "connectionId": str(conn.conn_id),
-    }
-    for name, count in zip(_OUTCOMES, link.outcomes, strict=True):
-        row[name] = count
-    return row
+        settleRate=0,
+        ingressHistogram=None,
+        priority=None,
+    )
+
+
+def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
+    """The ``router.link`` row of one link."""
+    return {"identity": str(link.link_id), "name": link.name,
+            **as_row(link_statistics(link, now))}
 
 
 class RouterLinks(ReadOnly):
@@ -110,33 +125,36 @@ class RouterLinks(ReadOnly):
 IN_PROCESS_CONNECTION = 0
 
 
-def _address_row(record: AddressRecord) -> Row:
-    key = record.key
+def address_statistics(record: AddressRecord) -> AddressStatistics:
+    """The ``router.address`` attributes of one address record."""
     in_process = sum(1 for link in record.consumers
                      if link.conn.conn_id == IN_PROCESS_CONNECTION)
     ingress = sum(link.delivered for link in record.senders)
     egress = sum(link.delivered for link in record.consumers)
-    return {
-        "identity": key,
-        "name": key,
-        "key": key,
-        "distribution": record.distribution.value,
-        "inProcess": in_process,
-        "subscriberCount": len(record.consumers) - in_process,
-        "remoteCount": len(record.remotes),
-        "containerCount": 0,
-        "remoteHostRouters": [target.router_id for target in record.remotes],
-        "deliveriesIngress": ingress + record.retired_in,
-        "deliveriesEgress": egress + record.retired_out,
-        "deliveriesTransit": record.transit,
-        "deliveriesToContainer": record.to_container,
-        "deliveriesFromContainer": 0,
-        "deliveriesIngressRouteContainer": 0,
-        "deliveriesEgressRouteContainer": 0,
-        "deliveriesRedirectedToFallback": record.redirected,
-        "trackedDeliveries": sum(len(link.unsettled) for link in record.senders),
-        "priority": record.priority if record.priority is not None else -1,
-    }
+    return AddressStatistics(
+        distribution=record.distribution.value,
+        inProcess=in_process,
+        subscriberCount=len(record.consumers) - in_process,
+        remoteCount=len(record.remotes),
+        containerCount=0,
+        deliveriesIngress=ingress + record.retired_in,
+        deliveriesEgress=egress + record.retired_out,
+        deliveriesTransit=record.transit,
+        deliveriesToContainer=record.to_container,
+        deliveriesFromContainer=0,
+        deliveriesIngressRouteContainer=0,
+        deliveriesEgressRouteContainer=0,
+        deliveriesRedirectedToFallback=record.redirected,
+        key=record.key,
+        remoteHostRouters=[target.router_id for target in record.remotes],
+        transitOutstanding=None,
+        trackedDeliveries=sum(len(link.unsettled) for link in record.senders),
+        priority=record.priority if record.priority is not None else -1,
+    )
+
+
+def _address_row(record: AddressRecord) -> Row:
+    return {"identity": record.key, "name": record.key, **as_row(address_statistics(record))}
 
 
 class RouterAddresses(ReadOnly):
@@ -166,23 +184,22 @@ class RouterNodes(ReadOnly):
             return []
         rows = []
         for node in network.protocol.node_table():
-            rows.append({
-                "identity": f"router.node/{node.id}",
-                "name": f"router.node/{node.id}",
-                "id": node.id,
-                "index": node.index,
-                "protocolVersion": node.protocol_version,
-                "instance": node.instance,
-                "linkState": [peer for peer, _ in node.peers],
-                "nextHop": None if node.is_self or node.next_hop == node.id
-                else node.next_hop,
-                "validOrigins": list(node.valid_origins),
-                "address": f"amqp:/_topo/0/{node.id}/$management",
-                "routerLink": None if node.link_id is None else str(node.link_id),
-                "cost": node.cost,
-                "lastTopoChange": None if node.last_topology_change is None
+            stats = NodeStatistics(
+                id=node.id,
+                index=node.index,
+                protocolVersion=node.protocol_version,
+                instance=node.instance,
+                linkState=[peer for peer, _ in node.peers],
+                nextHop=None if node.is_self or node.next_hop == node.id else node.next_hop,
+                validOrigins=list(node.valid_origins),
+                address=f"amqp:/_topo/0/{node.id}/$management",
+                routerLink=None if node.link_id is None else str(node.link_id),
+                cost=node.cost,
+                lastTopoChange=None if node.last_topology_change is None
                 else int(self._to_epoch(node.last_topology_change)),
-            })
+            )
+            rows.append({"identity": f"router.node/{node.id}",
+                         "name": f"router.node/{node.id}", **as_row(stats)})
         return rows
 
 
@@ -361,7 +378,7 @@ class ConfigLinkRoutes(ReadOnly):
             row: Row = conf.section_attributes(conf.LinkRouteSection.from_spec(route.spec))
             row["identity"] = route.identity
             row["name"] = route.label
-            row["operStatus"] = route.oper_status
+            row.update(as_row(LinkRouteStatus(operStatus=route.oper_status)))
             rows.append(row)
         return rows
 
@@ -395,9 +412,9 @@ class ConfigAutoLinks(ReadOnly):
             row: Row = conf.section_attributes(conf.AutoLinkSection.from_spec(autolink.spec))
             row["identity"] = autolink.identity
             row["name"] = autolink.label
-            row["operStatus"] = autolink.state.value
-            row["lastError"] = autolink.last_error
-            row["linkRef"] = None if autolink.link_id is None else str(autolink.link_id)
+            row.update(as_row(AutoLinkStatus(
+                operStatus=autolink.state.value, lastError=autolink.last_error,
+                linkRef=None if autolink.link_id is None else str(autolink.link_id))))
             rows.append(row)
         return rows
 

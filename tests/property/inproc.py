@@ -177,15 +177,17 @@ class Harness:
     Args:
         addresses: the configured addresses.
         link_capacity: the listener's linkCapacity.
+        management: serve the management agent (its addresses are records too).
     """
 
-    def __init__(self, *, addresses: AddressTable, link_capacity: int = 250) -> None:
+    def __init__(self, *, addresses: AddressTable, link_capacity: int = 250,
+                 management: bool = False) -> None:
         self.router = Router(router_id="Hop.test", addresses=addresses,
                              token=lambda: "0123456789abcde")
         settings = listener_settings(conf.ListenerSection(
             host="127.0.0.1", port="0", idle_timeout_seconds=0, link_capacity=link_capacity))
         self.engine = build_engine(core=self.router, router_id="Hop.test", clock=lambda: 1000.0,
-                                   management=False)
+                                   management=management)
         [self.listener] = bind(self.engine, [settings])
         self.clients: list[Client] = []
 
