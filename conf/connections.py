@@ -1,4 +1,4 @@
-"""The ``listener`` and ``connector`` sections (reference 3.2, 3.3, 3.5).
+"""The ``listener`` and ``connector`` sections (docs/operations.md#sections).
 
 Owns the attributes of the two connection-making entities, their defaults
 and the checks that need only one section (openProperties refused on
@@ -31,7 +31,8 @@ __all__ = ["AddressFamily", "ConnectorSection", "ListenerSection", "Role", "Stri
 
 
 class Role(enum.Enum):
-    """Role of the connections a listener accepts or a connector makes (reference 3.5)."""
+    """Role of the connections a listener accepts or a connector makes
+    (docs/operations.md#connection-roles)."""
 
     NORMAL = "normal"
     INTER_ROUTER = "inter-router"
@@ -68,7 +69,8 @@ _LOGGED_FIELDS = frozenset(
 
 
 def _check_property_key(key: str) -> str | None:
-    """Reference 2.5; Hop also reserves ``scheme`` and ``hostname`` (qdrouterd's typo)."""
+    """docs/operations.md#checks; Hop also reserves ``scheme`` and ``hostname``
+    (qdrouterd's typo, docs/compatibility.md#configuration-errors)."""
     if not key.isascii():
         return f"openProperties keys must be ASCII, got {key!r}"
     if key in _RESERVED_PROPERTIES or key.startswith(("qd.", "x-opt-qd.")):
