@@ -1,6 +1,7 @@
 """Auto-links in the core: attaching them, binding their links, their failures.
 
-Owns what the router does with an auto-link (reference 8.1, 8.2) once
+Owns what the router does with an auto-link
+(docs/brokers.md#waypoints-and-auto-links) once
 ``autolink.AutoLinkTable`` decided where it goes: the attach to ask of the
 adapter (``AttachAutoLink``), binding the answered link to the auto-link's
 address at its phase (an ``out`` link as a consumer, an ``in`` link as a

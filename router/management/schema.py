@@ -1,6 +1,7 @@
 """The management schema: qdrouterd's entity types, their attributes and operations.
 
-Owns the one declaration of every management entity type (reference 10.1):
+Owns the one declaration of every management entity type
+(docs/operations.md#management):
 configuration types take their attributes from the conf schema (``conf``'s
 section classes, so the conf loader, the agent, the manual and ``hopstat``
 cannot drift apart) plus the read-only attributes declared here; operational
