@@ -1,6 +1,6 @@
 """Which connection a link route or an auto-link goes to.
 
-Owns the matching rule of reference 3.5 and 7.2: a route-container
+Owns the matching rule of docs/brokers.md#route-containers: a route-container
 connection serves a ``containerId`` when the peer's container id equals it,
 and a ``connection`` when the listener or connector it came through was
 given that ``name`` (generated names never match).  It must not know what

@@ -1,4 +1,4 @@
-"""Per-message forwarding choices for anycast addresses (reference 5.4).
+"""Per-message forwarding choices for anycast addresses (docs/routing.md#distributions).
 
 Owns the pure decisions "which consumer gets this message" for the
 ``balanced`` and ``closest`` treatments, over objects that merely expose a
@@ -56,7 +56,7 @@ def choose_balanced(consumers: list[C], remotes: Iterable[R]) -> C | R | None: .
 def choose_balanced(consumers: list[C], remotes: Iterable[R] = ()) -> C | R | None:
     """Pick the destination of one ``balanced`` message.
 
-    Steps (reference 5.4, qdrouterd ``qdr_forward_balanced_CT``):
+    Steps (docs/routing.md#distributions, qdrouterd ``qdr_forward_balanced_CT``):
 
     1. Scan ``consumers`` in list order, remembering the eligible one
        (``load < capacity``) with the smallest load and the ineligible one

@@ -1,6 +1,6 @@
 """From an AMQP address string to qdrouterd's routing key.
 
-Owns the address-to-key rules of reference section 4.1 (qdrouterd
+Owns the address-to-key rules of docs/routing.md#routing-keys (qdrouterd
 ``iterator.c``): stripping scheme and authority, dropping one trailing
 separator, and classifying the rest into a key class (mobile, local,
 topological, router, area, edge) with the mobile phase.  It also owns the
@@ -136,8 +136,8 @@ def strip_address(text: str) -> str:
     string is kept as is.  Never raises.
 
     Args:
-        text: an AMQP 1.0 terminus address or a message ``to`` (section
-            3.2.4 ``address-string``).
+        text: an AMQP 1.0 terminus address or a message ``to`` (AMQP 1.0
+            section 3.2.4 ``address-string``).
 
     Returns:
         The text qdrouterd classifies and matches against configuration.
@@ -210,7 +210,7 @@ def classify(
     fallback: bool = False,
     edge_mode: bool = False,
 ) -> RoutingKey:
-    """Compute the routing key of an address (reference 4.1).
+    """Compute the routing key of an address (docs/routing.md#routing-keys).
 
     Args:
         address: the address as received (scheme/authority allowed).

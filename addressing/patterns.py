@@ -1,7 +1,7 @@
 """Prefix and wildcard-pattern matching with qdrouterd's parse-tree semantics.
 
 Owns the token trie behind ``address`` and ``linkRoute`` configuration
-matching (reference section 4.3, qdrouterd ``parse_tree.c``): how a pattern
+matching (docs/routing.md#prefixes-and-patterns, qdrouterd ``parse_tree.c``): how a pattern
 or an address is split into tokens, how a configured pattern is cleaned and
 normalised before it is stored, duplicate detection, and the precedence rule
 that picks the best of several matching patterns.

@@ -1,4 +1,4 @@
-"""Effective message priority for inter-router forwarding (reference 4.5).
+"""Effective message priority for inter-router forwarding (docs/routing.md#priority).
 
 Owns the rule that picks one of the ten priorities 0..9 for a message: the
 address's configured priority wins, else the header priority clamped to
@@ -34,7 +34,9 @@ def effective_priority(address_priority: int | None, header_priority: int | None
 
     Returns:
         ``address_priority`` when configured (it applies to every message of
-        the address, DOC≠CODE in the reference); otherwise
+        the address, as qdrouterd's code does, not only to messages without
+        a header priority as its documentation says: docs/routing.md#priority);
+        otherwise
         ``header_priority`` clamped to 0..9; otherwise 4.
     """
     if address_priority is not None and address_priority >= 0:

@@ -61,7 +61,7 @@ class AddressSpec:
     Exactly one of ``prefix`` and ``pattern`` is set.  Phases: when neither
     is given they default to 0/1 for a waypoint and 0/0 otherwise; Hop
     defaults the missing one of a pair the same way instead of failing
-    (qdrouterd refuses a lone phase, see reference section 3.6).
+    (qdrouterd refuses a lone phase, see docs/compatibility.md#phases).
     """
 
     name: str | None = None

@@ -1,9 +1,9 @@
 """The configured-address table: which ``address`` entry governs an address.
 
 Owns the set of :class:`~addressing.spec.AddressSpec` entries keyed by their
-prefix or pattern (reference 4.3), best-match lookup on the stripped address,
-the treatment derived from it (4.4 steps 1-2), and a bounded per-address
-lookup cache.
+prefix or pattern (docs/routing.md#prefixes-and-patterns), best-match lookup
+on the stripped address, the treatment derived from it
+(docs/routing.md#treatment), and a bounded per-address lookup cache.
 
 Rules:
 

@@ -1,4 +1,5 @@
-"""What an auto-link does over its life (reference 8.1), as a transition table.
+"""What an auto-link does over its life (docs/brokers.md#the-life-of-an-auto-link), as a
+transition table.
 
 Owns the states of one auto-link (``inactive``, ``attaching``, ``active``,
 ``failed``), the events that move it between them, and when a failed link is
@@ -20,7 +21,8 @@ The life of an auto-link:
   after ``retry_delay_s`` on a connection that serves it (``CONNECTED``).
   The first retry after a failure comes after 2 s, further ones every 5 s,
   as qdrouterd does; Hop starts again at 2 s after every success, where
-  qdrouterd uses 2 s only once in the life of the router (quirk 16).
+  qdrouterd uses 2 s only once in the life of the router
+  (docs/compatibility.md#auto-link-retries).
 * Losing the connection (``DISCONNECTED``) makes any state ``inactive``
   and cancels a pending retry; the table attaches the link again at once if
   another connection serves it, else when one opens (the re-attach after a
@@ -108,7 +110,8 @@ class AutoLink(Generic[P]):
 
     @property
     def external_address(self) -> str:
-        """The address the attach toward the container uses (reference 4.2)."""
+        """The address the attach toward the container uses
+        (docs/brokers.md#waypoints-and-auto-links)."""
         return self.spec.external_address or self.spec.address
 
     def fire(self, event: AutoLinkEvent) -> AutoLinkState:

@@ -1,6 +1,7 @@
 """The auto-links of one router and the route-container connections that serve them.
 
-Owns which auto-link is attached on which connection (reference 8.1): when a
+Owns which auto-link is attached on which connection
+(docs/brokers.md#the-life-of-an-auto-link): when a
 serving connection opens, every inactive auto-link it serves is attached
 there; when it closes, its auto-links go inactive and move at once to
 another open connection that serves them, if any; failed auto-links are

@@ -18,7 +18,7 @@ CONTROL_KINDS = ("HELLO", "RA", "LSU", "LSR", "MAU", "MAR")
 
 def calibration() -> dict[str, float]:
     """How fast this machine runs Python right now: a pure-Python loop and a raw
-    proton C call (reference/python-data-plane.md measured 53 ns for the
+    proton C call (docs/performance.md#the-python-data-plane: 53 ns for the
     latter on a quiet machine of this kind).  Shared machines vary by 2-4x;
     these numbers say which regime a run was in."""
     import timeit

@@ -1,6 +1,6 @@
 """From untyped sections to a ``RouterConf``: names, types, and the rules across sections.
 
-Owns reference section 2.5 as Hop applies it: unknown sections and
+Owns the checks of docs/operations.md#checks as Hop applies them: unknown sections and
 attributes, deprecated names, mandatory attributes, singletons, unique
 names, router mode against connection roles, references between sections
 (sslProfile, saslPlugin, exchangeName), and turning the domain specs'

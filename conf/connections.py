@@ -1,4 +1,4 @@
-"""The ``listener`` and ``connector`` sections (reference 3.2, 3.3, 3.5).
+"""The ``listener`` and ``connector`` sections (docs/operations.md#sections).
 
 Owns the attributes of the two connection-making entities, their defaults
 and the checks that need only one section (openProperties refused on
@@ -77,7 +77,8 @@ _LOGGED_FIELDS = frozenset(
 
 
 def _check_property_key(key: str) -> str | None:
-    """Reference 2.5; Hop also reserves ``scheme`` and ``hostname`` (qdrouterd's typo)."""
+    """docs/operations.md#checks; Hop also reserves ``scheme`` and ``hostname``
+    (qdrouterd's typo, docs/compatibility.md#configuration-errors)."""
     if not key.isascii():
         return f"openProperties keys must be ASCII, got {key!r}"
     if key in _RESERVED_PROPERTIES or key.startswith(("qd.", "x-opt-qd.")):

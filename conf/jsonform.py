@@ -1,4 +1,4 @@
-"""The JSON form of the configuration (a file named ``*.json``, reference 2.6).
+"""The JSON form of the configuration (a file named ``*.json``, docs/operations.md#the-json-form).
 
 Owns the file's shape: an array of ``["sectionName", {attributes}]`` pairs,
 where lines whose first non-blank character is ``#`` are comments.  Values

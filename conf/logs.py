@@ -1,4 +1,4 @@
-"""The ``log`` section: which levels of which module go where (reference 3.9, 11).
+"""The ``log`` section: which levels of which module go where (docs/operations.md#logging).
 
 Owns the log modules, the level names and the check of ``enable`` values.
 It must not configure Python logging; ``router.cli`` does that from these
@@ -38,7 +38,7 @@ DEFAULT_LOG_OUTPUT = "stderr"
 
 
 class LogModule(enum.Enum):
-    """The configurable log sources (reference 11)."""
+    """The configurable log sources (docs/operations.md#log-modules)."""
 
     ROUTER = "ROUTER"
     ROUTER_CORE = "ROUTER_CORE"
@@ -64,7 +64,7 @@ def _split_levels(text: str) -> list[str]:
 
 
 def check_log_enable(text: str) -> str | None:
-    """Check a log ``enable`` value (reference 11), returning why it is refused.
+    """Check a log ``enable`` value (docs/operations.md#logging), returning why it is refused.
 
     Items are separated by commas, blanks, semicolons or colons; each is
     ``none`` (alone), a level name (that level only) or a level name followed
@@ -93,7 +93,7 @@ def check_log_enable(text: str) -> str | None:
 
 @attrs.frozen(kw_only=True)
 class LogSection(Section):
-    """A ``log`` section: settings of one log module (reference 3.9, 11)."""
+    """A ``log`` section: settings of one log module (docs/operations.md#logging)."""
 
     name: str | None = attrs.field(
         default=None, metadata=setting("name", StringType(), "unique name of the section")

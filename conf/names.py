@@ -1,6 +1,6 @@
 """Name normalisation and "did you mean" suggestions for section and attribute names.
 
-Owns qdrouterd's camel-casing rule (reference section 2.3): ``link-route``,
+Owns qdrouterd's camel-casing rule (docs/operations.md#names): ``link-route``,
 ``link_route`` and ``linkRoute`` name the same thing.  It must not know
 which names are valid; callers pass the candidates.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 _SEPARATORS = re.compile(r"[ _.\-]")
 
-#: Keys whose plain value is one word that may contain ``#`` (reference 2.2);
+#: Keys whose plain value is one word that may contain ``#`` (docs/operations.md#syntax);
 #: ``grammar.lark`` spells the same set as its HASH_KEY terminal.
 ONE_WORD_KEYS = frozenset({"pattern", "bindingKey", "hostname"})
 

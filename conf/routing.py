@@ -1,4 +1,8 @@
-"""The routing sections: address, linkRoute, autoLink, exchange, binding (reference 3.6-3.8, 3.12).
+"""The routing sections: address, linkRoute, autoLink, exchange, binding.
+
+What they do: docs/routing.md#addresses, docs/brokers.md#link-routes,
+docs/brokers.md#waypoints-and-auto-links; exchanges are accepted and ignored
+(docs/compatibility.md#not-implemented-yet).
 
 Owns the attributes of these sections and their conversion to and from the
 domain specs (``AddressSpec``, ``LinkRouteSpec``, ``AutoLinkSpec``).  The
@@ -220,7 +224,7 @@ class AutoLinkSection(Section):
 
 @attrs.frozen(kw_only=True)
 class ExchangeSection(Section):
-    """An ``exchange`` (experimental in qdrouterd, reference 3.12)."""
+    """An ``exchange`` (experimental in qdrouterd; docs/compatibility.md#not-implemented-yet)."""
 
     name: str | None = attrs.field(
         default=None, metadata=setting("name", StringType(), "name bindings refer to")
@@ -249,7 +253,7 @@ class ExchangeSection(Section):
 
 @attrs.frozen(kw_only=True)
 class BindingSection(Section):
-    """A ``binding`` of an exchange (reference 3.12)."""
+    """A ``binding`` of an exchange (docs/compatibility.md#not-implemented-yet)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     exchange_name: str = attrs.field(

@@ -1,7 +1,7 @@
 """The router-wide sections: router, policy, sslProfile, authServicePlugin, vhost.
 
 Owns their attributes, defaults, deprecated names and single-value checks
-(reference 3.1, 3.4, 3.10, 3.11, 3.13).  It must not apply a setting
+(docs/operations.md#sections, docs/security.md).  It must not apply a setting
 (no logging set-up, no TLS, no policy enforcement) nor generate router ids.
 """
 
@@ -41,7 +41,7 @@ MAX_ROUTER_ID_LENGTH = 127
 
 
 class RouterMode(enum.Enum):
-    """How the router takes part in a network (reference 3.1)."""
+    """How the router takes part in a network (docs/networks.md#interior-routers)."""
 
     STANDALONE = "standalone"
     INTERIOR = "interior"
@@ -82,7 +82,7 @@ _SSL_PROFILE_NAME = setting("name", StringType(), "name listeners and connectors
 
 @attrs.frozen(kw_only=True)
 class RouterSection(Section):
-    """The ``router`` singleton (reference 3.1)."""
+    """The ``router`` singleton (docs/operations.md#sections)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     id: str | None = attrs.field(
@@ -227,7 +227,7 @@ class RouterSection(Section):
 
 @attrs.frozen(kw_only=True)
 class PolicySection(Section):
-    """The ``policy`` singleton (reference 3.10)."""
+    """The ``policy`` singleton (docs/security.md#policy)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     max_connections: int = attrs.field(
@@ -269,7 +269,7 @@ class PolicySection(Section):
 
 @attrs.frozen(kw_only=True)
 class SslProfileSection(Section):
-    """An ``sslProfile``: TLS settings referred to by name (reference 3.4)."""
+    """An ``sslProfile``: TLS settings referred to by name (docs/security.md#tls)."""
 
     name: str | None = attrs.field(default=None, metadata=_SSL_PROFILE_NAME)
     ciphers: str | None = attrs.field(
@@ -331,7 +331,8 @@ class SslProfileSection(Section):
 
 @attrs.frozen(kw_only=True)
 class AuthServicePluginSection(Section):
-    """An ``authServicePlugin``: SASL delegated to a remote service (reference 3.13)."""
+    """An ``authServicePlugin``: SASL delegated to a remote service (accepted and
+    ignored, docs/compatibility.md#not-implemented-yet)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     host: str | None = attrs.field(
@@ -367,7 +368,7 @@ class AuthServicePluginSection(Section):
 
 @attrs.frozen(kw_only=True)
 class VhostSection(Section):
-    """A ``vhost`` policy (reference 3.11); ``groups`` stays raw JSON."""
+    """A ``vhost`` policy (docs/security.md#vhosts); ``groups`` stays raw JSON."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     hostname: str = attrs.field(

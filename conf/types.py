@@ -1,6 +1,6 @@
 """Value types of configuration attributes: converting a written value, describing and writing it.
 
-Owns the rules of reference section 2.4 (strings, integers with ranges,
+Owns the rules of docs/operations.md#values (strings, integers with ranges,
 yes/no booleans, enumerations that also take their index, ports, JSON maps)
 as Hop applies them.  A type only sees one value: it must not look at other
 attributes or sections.

@@ -1,4 +1,4 @@
-"""What happens to a link-routed attach (reference 7.3, 7.5).
+"""What happens to a link-routed attach (docs/brokers.md#where-a-routed-attach-goes).
 
 Owns the decision for a client attach that matched a link route: refused
 (a resumable terminus the router is told not to route, or no destination:
@@ -63,7 +63,7 @@ EXPIRATION_REFUSED = Refusal(condition="qd:link-expiration",
 def route_attach(entry: RouteEntry[P], address: str, remotes: list[R], *,
                  resumable: bool = False, allow_resumable: bool = True
                  ) -> ToContainer[P] | ToRouter[R] | Refusal:
-    """Where a link-routed attach goes (reference 7.3 steps 1-4).
+    """Where a link-routed attach goes (docs/brokers.md#where-a-routed-attach-goes).
 
     Args:
         entry: the link route the attach matched.
@@ -92,7 +92,7 @@ def route_attach(entry: RouteEntry[P], address: str, remotes: list[R], *,
 
 
 def external_address(address: str, spec: LinkRouteSpec) -> str:
-    """The address the container sees (reference 7.5): ``delExternalPrefix``
+    """The address the container sees (docs/brokers.md#address-rewriting): ``delExternalPrefix``
     removed when the address starts with it and is longer, then
     ``addExternalPrefix`` put in front."""
     removed = spec.del_external_prefix
@@ -111,7 +111,7 @@ def client_address(address: str, spec: LinkRouteSpec) -> str:
 
 
 def routed_name(name: str, container_id: str | None) -> str:
-    """The name of the forwarded link (reference 7.3 step 5): the client's
+    """The name of the forwarded link (docs/brokers.md#where-a-routed-attach-goes): the client's
     link name, with ``@<its container id>`` when it came from a client (not
     from another router), so links of different clients cannot collide at
     the container."""

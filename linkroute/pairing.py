@@ -1,4 +1,5 @@
-"""The life of a link-routed pair of links, as a transition table (reference 7.4).
+"""The life of a link-routed pair of links, as a transition table
+(docs/brokers.md#the-routed-pair).
 
 A client's link (the *near* end) and the link the router attached toward
 the container (the *far* end, on a container connection or on the way to
@@ -123,7 +124,7 @@ class RoutedLink(Generic[E]):
 
     ``near_resumable``/``far_resumable``: that side's terminus outlives its
     connection, so losing the connection detaches the other side without
-    closing it (reference 7.4).
+    closing it (docs/brokers.md#the-routed-pair).
     """
 
     near: E

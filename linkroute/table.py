@@ -1,10 +1,10 @@
 """The link routes a router knows: configured ones, learnt ones, and who serves them.
 
-Owns matching an attach's address to a link route (reference 4.3, 7.1: one
-pattern table per direction, link routes before message routing), the
-address key each pattern is advertised under (7.2, 4.1: ``C``/``D`` plus
-the prefix for a prefix-style pattern, ``E``/``F`` plus the pattern
-otherwise), which route-container connections serve each configured link
+Owns matching an attach's address to a link route (docs/brokers.md#link-routes:
+one pattern table per direction, link routes before message routing), the
+address key each pattern is advertised under (docs/brokers.md#link-route-keys:
+``C``/``D`` plus the prefix for a prefix-style pattern, ``E``/``F`` plus the
+pattern otherwise), which route-container connections serve each configured link
 route (``active`` while at least one does), and the patterns other routers
 advertise, which make attaches link-routed here even without configuration.
 
@@ -48,7 +48,7 @@ LINK_ROUTE_HINT = 4
 
 
 def route_key(pattern: str, direction: Direction) -> str:
-    """The address key a stored pattern is advertised under (reference 7.2).
+    """The address key a stored pattern is advertised under (docs/brokers.md#link-route-keys).
 
     A pattern with no ``*`` whose only ``#`` ends it is prefix-style:
     ``a.b/#`` in direction ``in`` is ``Ca.b``; any other pattern keeps its
@@ -101,7 +101,7 @@ class RouteEntry(Generic[P]):
     and whether other routers advertise it.
 
     ``rotation`` holds the serving connections in the order attaches use
-    them (round robin across containers, reference 7.3 step 2).
+    them (round robin across containers, docs/brokers.md#where-a-routed-attach-goes).
     """
 
     pattern: str
@@ -265,7 +265,7 @@ class LinkRouteTable(Generic[P]):
 
     def learn(self, key: str) -> RouteEntry[P] | None:
         """Another router advertises link-route ``key``: attaches matching its
-        pattern are link-routed here too (reference 7.2)."""
+        pattern are link-routed here too (docs/brokers.md#link-route-keys)."""
         parsed = key_pattern(key)
         if parsed is None:
             return None

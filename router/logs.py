@@ -65,7 +65,7 @@ def module_of(logger_name: str) -> str:
 
 
 def parse_enable(text: str) -> frozenset[int]:
-    """The set of levels an ``enable`` string turns on (reference section 11).
+    """The set of levels an ``enable`` string turns on (docs/operations.md#logging).
 
     Raises:
         ValueError: for an unknown level name.
@@ -150,7 +150,7 @@ def _open(output: str) -> logging.Handler:
 
 class Recorder(logging.Handler):
     """Keeps the last records for management's GET-LOG and counts records per
-    module and level for ``logStats`` (reference 11)."""
+    module and level for ``logStats`` (docs/operations.md#logging)."""
 
     def __init__(self, size: int = 1000) -> None:
         super().__init__(level=1)

@@ -59,7 +59,8 @@ class MessageFormatError(ValueError):
     ``condition`` is the AMQP error condition qdrouterd rejects such a
     delivery with: ``amqp:decode-error`` (description ``invalid message
     format``) for encoding faults, ``amqp:invalid-field`` with ``str(exc)``
-    as the description for bad router annotations (section 5.3 step 4).
+    as the description for bad router annotations
+    (docs/routing.md#receiving-a-message).
     """
 
     def __init__(self, message: str, condition: str = DECODE_ERROR) -> None:

@@ -1,6 +1,6 @@
 """What changes when an address record gains or loses destinations.
 
-Owns the credit rule of reference 5.2 as transitions: a targeted sender is
+Owns the credit rule of docs/routing.md#credit as transitions: a targeted sender is
 blocked while its address has nowhere to send (no local consumer, no remote
 router, no fallback destination it may use) and unblocked when it gains
 one.  Every place that changes a record's destinations or senders

@@ -54,7 +54,8 @@ class UnblockSender:
 @attrs.frozen(kw_only=True)
 class BlockSender:
     """The sender's address lost its last destination: give no more credit,
-    and with ``drain`` ask the sender to give back what it has (reference 5.2)."""
+    and with ``drain`` ask the sender to give back what it has
+    (docs/routing.md#credit)."""
 
     link: InLink
     drain: bool = True
@@ -73,7 +74,7 @@ class SendFrame:
 class AttachAutoLink:
     """Attach an auto-link's link on ``conn``: a sender whose target is
     ``address`` (``out``), else a receiver whose source is ``address``; the
-    other terminus empty (reference 8.1).  The answer goes to
+    other terminus empty (docs/brokers.md#the-life-of-an-auto-link).  The answer goes to
     ``Router.autolink_attached``."""
 
     autolink: AutoLink[Connection]
@@ -93,8 +94,9 @@ class DetachAutoLink:
 
 @attrs.frozen(kw_only=True)
 class ForwardAttach:
-    """Attach the far end of a link-routed pair on ``far.conn`` (reference
-    7.3 step 5): the role opposite the client's, the client's termini copied,
+    """Attach the far end of a link-routed pair on ``far.conn``
+    (docs/brokers.md#where-a-routed-attach-goes): the role opposite the
+    client's, the client's termini copied,
     the container-facing terminus addressed ``address``, named ``name``."""
 
     near: RoutedEnd
@@ -107,7 +109,7 @@ class ForwardAttach:
 class AnswerAttach:
     """Answer the client's attach on ``near`` with the far side's termini and
     the container-facing address ``address``; with ``null`` the terminus is
-    null, the attach is refused and a detach follows (reference 7.4)."""
+    null, the attach is refused and a detach follows (docs/brokers.md#the-routed-pair)."""
 
     near: RoutedEnd
     address: str | None

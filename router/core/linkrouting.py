@@ -2,7 +2,7 @@
 
 Owns, for one router, the link-route table (``linkroute.LinkRouteTable``):
 advertising a link route's key while a route-container connection serves
-it (reference 7.2), learning the keys other routers advertise, turning a
+it (docs/brokers.md#link-route-keys), learning the keys other routers advertise, turning a
 matching attach into a pair of links (``linkroute.route_attach``: to a
 local container, or one hop on toward a router that advertises the route),
 and turning what happens to each pair (``linkroute.RoutedLink``) into
@@ -115,7 +115,8 @@ class LinkRouting:
                resumable: bool = False, handle: object = None, required: bool = False
                ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
         """A client (or a router on the way) attached a link: link-route it
-        if its address matches a link route (reference 5.1 step 6, 7.3).
+        if its address matches a link route (docs/routing.md#attaching-links,
+        docs/brokers.md#where-a-routed-attach-goes).
 
         Args:
             conn: where the attach arrived.
@@ -127,7 +128,8 @@ class LinkRouting:
             resumable: the client's terminus outlives its connection.
             handle: the adapter's link.
             required: the attach must be link-routed (a dynamic terminus asking
-                for ``x-opt-qd.address``, reference 4.6): no match is no route.
+                for ``x-opt-qd.address``, docs/routing.md#dynamic-addresses): no
+                match is no route.
 
         Returns:
             None when no link route matches (message routing applies); a

@@ -5,7 +5,7 @@ Owns:
     part 3.2) through ``properties``, recording where they are and reading the
     header priority, ``properties.to`` and whether message-annotations carry
     router keys;
-  * ``decode_annotations``: the router keys of qdrouterd section 5.7
+  * ``decode_annotations``: the router keys of docs/routing.md#message-annotations
     (``x-opt-qd.ingress``, ``.trace``, ``.to``, ``.phase``, ``.stream``,
     ``.class`` and ``x-opt-qd.``), type-checked with qdrouterd's rejection
     texts, plus the user entries as their received bytes;
@@ -18,16 +18,18 @@ Must not:
     message-annotations section: the bare message (part 3.2) is immutable and
     the router forwards the bytes that arrived;
   * allocate per message beyond its results (one tuple for ``scan``); these
-    functions run for every message, see reference/python-data-plane.md;
+    functions run for every message, see
+    docs/performance.md#the-python-data-plane;
   * raise anything but ``MessageFormatError`` for bad input.
 
-Unlike qdrouterd (quirk 11), user entries after a router key are kept, in
-their received order. ``scan`` walks the annotations map only when it holds
-the bytes ``x-opt-qd.``; a map without router keys is walked (validated) only
-when ``annotate`` re-emits it. Rewritten maps use the compact encodings
-(map8, list8, str8, smallint) whenever they fit, so a proton-encoded map32 of
-user entries comes back as a map8 after annotate/strip; sections other than
-message-annotations keep every byte.
+Unlike qdrouterd (docs/compatibility.md#message-annotations), user entries
+after a router key are kept, in their received order. ``scan`` walks the
+annotations map only when it holds the bytes ``x-opt-qd.``; a map without
+router keys is walked (validated) only when ``annotate`` re-emits it.
+Rewritten maps use the compact encodings (map8, list8, str8, smallint)
+whenever they fit, so a proton-encoded map32 of user entries comes back as a
+map8 after annotate/strip; sections other than message-annotations keep
+every byte.
 
 Results are NamedTuples built with ``tuple.__new__``, not attrs classes:
 that costs under half of a slots ``__init__`` call, and they are immutable.
@@ -78,7 +80,8 @@ __all__ = [
     "user_id_of",
 ]
 
-# Router keys (qdrouterd 5.7); every other key, x-opt-qd.* included, is a user key.
+# Router keys (docs/routing.md#message-annotations); every other key, x-opt-qd.*
+# included, is a user key.
 _PREFIX: Final = b"x-opt-qd."
 _INGRESS, _TRACE, _TO, _PHASE, _STREAM = range(5)  # RouterKeys order
 _IGNORED: Final = -2  # dropped unread
@@ -97,7 +100,7 @@ _K_TO: Final = encode_symbol("x-opt-qd.to")
 _K_PHASE: Final = encode_symbol("x-opt-qd.phase")
 _K_STREAM: Final = encode_symbol("x-opt-qd.stream")
 
-# qdrouterd's rejection descriptions (section 5.3 step 4), verbatim.
+# qdrouterd's rejection descriptions (docs/routing.md#receiving-a-message), verbatim.
 _MISSING_MAP: Final = "Invalid message annotations section - missing map type"
 _ODD_COUNT: Final = "Invalid MA map count (odd number of fields)"
 _BAD_TO: Final = "to-override not a valid string type"
@@ -264,7 +267,7 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
         data: one whole encoded message (the payload of its transfers).
         read_to: read ``properties.to``; without it scanning stops at the
             properties section, as qdrouterd's does for a link with a target
-            address (section 5.3 step 2).
+            address (docs/routing.md#receiving-a-message).
 
     Returns:
         The section offsets, header priority and ``properties.to`` (None when
@@ -422,10 +425,11 @@ def _split_keys(
 
 
 def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
-    """Decode and type-check the router keys of a scanned message (qdrouterd 5.7).
+    """Decode and type-check the router keys of a scanned message
+    (docs/routing.md#message-annotations).
 
     A connection with inbound stripping skips this: router keys are then
-    dropped unread, without rejection (section 5.3 step 4).
+    dropped unread, without rejection (docs/routing.md#receiving-a-message).
 
     Args:
         data: the message ``info`` was scanned from.
@@ -652,7 +656,7 @@ def annotate(
     The new annotations are the user entries as received, in order, then
     ``x-opt-qd.phase`` (if non-zero), ``x-opt-qd.stream`` (if not None),
     ``x-opt-qd.to`` (if not None), ``x-opt-qd.ingress`` and ``x-opt-qd.trace``
-    (qdrouterd 5.7). A section is inserted after header and
+    (docs/routing.md#message-annotations). A section is inserted after header and
     delivery-annotations if there was none. Other bytes are unchanged.
 
     Args:

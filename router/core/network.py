@@ -4,10 +4,10 @@ routers each address record can reach.
 
 Owns the ``RoutingProtocol`` of an interior router, the inter-router
 connections (``RouterLink``: one per neighbour connection, with its control
-link and per-priority data links), the relaying of control messages along
-reference 9.7 (HELLO to one neighbour, RA flooded, differential MAU
-multicast once along valid origins, everything else unicast along next
-hops, loop guard), and the remote destinations of each address record,
+link and per-priority data links), the relaying of control messages
+(docs/networks.md#forwarding-control-messages: HELLO to one neighbour, RA
+flooded, differential MAU multicast once along valid origins, everything
+else unicast along next hops, loop guard), and the remote destinations of each address record,
 recomputed when routes or mobile addresses change (never per message).
 
 Must not touch proton or sockets: it hands the adapter encoded control
@@ -140,7 +140,8 @@ class Network:
     # -- control messages ----------------------------------------------------------------
 
     def control_received(self, link: RouterLink, data: bytes, now: float) -> list[Effect]:
-        """A message arrived on a router-incoming control link (reference 9.7)."""
+        """A message arrived on a router-incoming control link
+        (docs/networks.md#forwarding-control-messages)."""
         try:
             envelope = decode_envelope(data)
         except PeerProtocolError as exc:
@@ -149,7 +150,7 @@ class Network:
         to = envelope.to or ""
         trace = envelope.trace
         if len(trace) > max(self.routes.radius, 1) + 1:
-            return []  # loop guard (reference 5.3 step 7)
+            return []  # loop guard (docs/networks.md#the-loop-guard)
         effects: list[Effect] = []
         if to.endswith("/qdhello"):
             return self._apply(self.protocol.control_received(envelope.message, link.link_id,
@@ -195,7 +196,7 @@ class Network:
     def _hops(self, origin: str | None) -> list[RouterLink]:
         """The distinct next-hop connections toward every reachable router;
         with ``origin``, only toward routers this router is a valid origin
-        path for (reference 9.5)."""
+        path for (docs/networks.md#link-state-and-paths)."""
         targets: dict[int, RouterLink] = {}
         for dest, route in self.routes.routes.items():
             if dest == self.router_id or route.next_hop is None:

@@ -1,6 +1,6 @@
 """Connection and link policy: who may connect, how many, and what they may attach.
 
-Owns qdrouterd's policy decisions (reference 3.10, 3.11, 12.7): the global
+Owns qdrouterd's policy decisions (docs/security.md#policy): the global
 connection cap; with vhost policy enabled, matching a connection to a vhost
 (its OPEN hostname, else the default vhost) and its user to a user group,
 the per-vhost, per-user and per-host connection limits, the group's
@@ -200,7 +200,8 @@ class Grant:
     @property
     def user_id(self) -> bytes | None:
         """The only non-empty ``user-id`` the connection's messages may carry
-        (reference 5.3 step 3), or None when any may (no vhost policy, or the
+        (docs/routing.md#receiving-a-message), or None when any may (no vhost
+        policy, or the
         group allows proxying)."""
         if self.group is None or self.group.allow_user_id_proxy:
             return None

@@ -65,7 +65,8 @@ class Connection:
         self.strip_out = strip_out
         self.container_id = container_id
         # The configured name of the listener or connector it came through
-        # (route-container matching, reference 3.5); None when not given.
+        # (route-container matching, docs/brokers.md#route-containers); None when
+        # not given.
         self.name = name
         self.handle = handle
         self.in_links: dict[LinkId, InLink] = {}
@@ -77,7 +78,7 @@ class Connection:
         # The largest message its senders may send (policy), in bytes.
         self.max_message_size = NO_SIZE_LIMIT
         # The only non-empty user-id its messages may carry (policy without
-        # allowUserIdProxy, reference 5.3 step 3); None: not checked.
+        # allowUserIdProxy, docs/routing.md#receiving-a-message); None: not checked.
         self.user_id: bytes | None = None
 
     def __repr__(self) -> str:
@@ -92,7 +93,7 @@ class AddressRecord:
     router-incoming links bound to it (they get credit only while the
     record has a destination).  An address with ``enableFallback`` has a
     companion record ``MF<address>``: ``fallback`` on the primary,
-    ``primary`` on the companion (reference 4.7).
+    ``primary`` on the companion (docs/routing.md#fallback).
     """
 
     __slots__ = ("address", "closest_remotes", "consumers", "demand_senders", "distribution",
@@ -117,7 +118,7 @@ class AddressRecord:
         # Senders whose credit follows what the local consumers can take
         # (``InLink.demand``); kept by ``router.core.destinations``.
         self.demand_senders: list[InLink] = []
-        # Counters (reference 6.6) that links cannot keep: deliveries of links
+        # Counters (docs/operations.md#counters) that links cannot keep: deliveries of links
         # that have detached, sent to other routers, to in-process consumers,
         # and redirected to the fallback.  Live links count their own.
         self.retired_in = 0
@@ -136,9 +137,10 @@ class AddressRecord:
         return bool(self.consumers or self.senders)
 
     def may_feed(self, sender: InLink) -> bool:
-        """Whether ``sender`` gets credit (reference 5.2, 4.7): the address has
-        a destination, or its fallback has one and the sender is not itself
-        a fallback link (whose messages must not go back where they came from).
+        """Whether ``sender`` gets credit (docs/routing.md#credit and
+        docs/routing.md#fallback): the address has a destination, or its
+        fallback has one and the sender is not itself a fallback link (whose
+        messages must not go back where they came from).
         """
         if self.consumers or self.remotes:
             return True
@@ -208,14 +210,16 @@ class InLink:
         self.phase = phase
         self.handle = handle
         # A fallback producer (capability qd.fallback, or a fallback in
-        # auto-link): never redirected to the fallback (reference 4.7).
+        # auto-link): never redirected to the fallback (docs/routing.md#fallback).
         self.fallback = fallback
         # The ``autolink.AutoLink`` whose link this is, if any.
         self.autolink = autolink
         self.window = conn.link_capacity
-        # Larger messages are refused (policy maxMessageSize, reference 5.3 step 1).
+        # Larger messages are refused (policy maxMessageSize,
+        # docs/routing.md#receiving-a-message).
         self.max_size = conn.max_message_size
-        # Messages with another user's user-id are refused (reference 5.3 step 3).
+        # Messages with another user's user-id are refused
+        # (docs/routing.md#receiving-a-message).
         self.user_id = conn.user_id
         self.blocked = record is not None and not record.may_feed(self)
         # Credit bounded by the local consumers' credit, not only the window
@@ -224,7 +228,7 @@ class InLink:
         # Whether the sender takes MODIFIED; if not, the router gives it
         # RELEASED instead (its source lists the outcomes it supports).
         self.may_modify = True
-        # Counters (reference 6.6): deliveries received, of them pre-settled,
+        # Counters (docs/operations.md#counters): deliveries received, of them pre-settled,
         # and the outcomes the router gave the sender (see ``count_outcome``).
         self.delivered = 0
         self.presettled = 0
@@ -238,7 +242,7 @@ class InLink:
         self.stuck = 0
         # Inter-router links: ``router_link`` is the connection's RouterLink;
         # ``control`` marks the router-control link; ``transit`` links get
-        # their credit back as soon as a delivery is forwarded (reference 5.2).
+        # their credit back as soon as a delivery is forwarded (docs/routing.md#credit).
         self.router_link: Any = None
         self.control = False
         self.transit = False
@@ -314,7 +318,7 @@ class OutLink:
         # Inter-router links carry messages already annotated for the next
         # router: the forwarder sends them as they are.
         self.prepared = False
-        # Counters (reference 6.6): deliveries sent, of them pre-settled,
+        # Counters (docs/operations.md#counters): deliveries sent, of them pre-settled,
         # pre-settled ones dropped from the queue, and the consumer's outcomes.
         self.delivered = 0
         self.presettled = 0
@@ -331,7 +335,7 @@ class OutLink:
 
     @property
     def load(self) -> int:
-        """Queued plus sent-unsettled deliveries (reference 5.4, balanced)."""
+        """Queued plus sent-unsettled deliveries (balanced, docs/routing.md#distributions)."""
         return len(self.queue) + len(self.unsettled)
 
     def __repr__(self) -> str:
@@ -353,7 +357,7 @@ class Transfer:
         self.out_delivery: Any = None
         self.out_link: OutLink | None = None
         # The remote router a balanced delivery went to, whose outstanding
-        # count it holds until settled (reference 5.4 step 5).
+        # count it holds until settled (docs/networks.md#messages-across-routers).
         self.target: Any = None
 
 
@@ -361,7 +365,8 @@ class Fanout:
     """An unsettled multicast delivery and the state of its copies.
 
     ``pending`` counts copies not yet settled; ``reported`` counts copies
-    that gave a terminal outcome, folded into ``outcome`` (reference 6.2).
+    that gave a terminal outcome, folded into ``outcome``
+    (docs/routing.md#multicast-outcomes).
     """
 
     __slots__ = ("copies", "in_delivery", "in_link", "outcome", "pending", "reported", "terminal")
@@ -416,7 +421,8 @@ class RouterLink:
     ``link_id`` is what the routing protocol calls the connection (qdrouterd's
     mask bit); ``peer`` is the neighbour's router id once its HELLO arrived.
     ``data`` holds the router-outgoing data link of each priority (None until
-    attached); the priority of a data link is its attach order (reference 9.1).
+    attached); the priority of a data link is its attach order
+    (docs/networks.md#inter-router-connections).
     """
 
     __slots__ = ("conn", "control", "control_in", "cost", "data", "data_in", "link_id", "peer",
@@ -452,8 +458,9 @@ class RemoteTarget:
     """A remote router that has an address, as balanced/closest see it.
 
     ``outstanding`` counts this address's unsettled deliveries sent over
-    ``link`` (reference 5.4); ``load``/``capacity`` let ``choose_balanced``
-    weigh it against local consumers (outstanding plus path cost).
+    ``link`` (docs/networks.md#messages-across-routers); ``load`` and
+    ``capacity`` let ``choose_balanced`` weigh it against local consumers
+    (outstanding plus path cost).
     """
 
     __slots__ = ("capacity", "cost", "link", "outstanding", "router_id")
@@ -474,7 +481,7 @@ class RemoteTarget:
 
 
 class RoutedEnd:
-    """One link of a link-routed pair, as the relay sees it (reference 7.4).
+    """One link of a link-routed pair, as the relay sees it (docs/brokers.md#the-routed-pair).
 
     What arrives on it is passed to ``partner`` as it is: transfers with
     their tags, credit, drain and dispositions.  ``receiving``: the router
@@ -526,7 +533,7 @@ class RoutedEnd:
 
 
 # Where each terminal outcome is counted in a link's ``outcomes``: accepted,
-# rejected, released, modified (AMQP 1.0 3.4 descriptors 0x24-0x27).
+# rejected, released, modified (AMQP 1.0 section 3.4 descriptors 0x24-0x27).
 OUTCOME_INDEX = {0x24: 0, 0x25: 1, 0x26: 2, 0x27: 3}
 
 

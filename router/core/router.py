@@ -1,7 +1,8 @@
 """The ``Router`` façade: binding links to address records and deciding credit.
 
 Owns the address records of one router, the treatment of each address, the
-attach decisions of reference 5.1 and the credit transitions of 5.2.  It is
+attach decisions of docs/routing.md#attaching-links and the credit transitions
+of docs/routing.md#credit.  It is
 pure: no clock, no sockets, no proton.  Per-message forwarding does not go
 through here (see ``router.core.forwarder``); this object only changes the
 structures the forwarder reads, and only on attach and detach.
@@ -51,9 +52,11 @@ log = logging.getLogger(__name__)
 COORDINATOR = "$coordinator"
 WAYPOINT_CAPABILITY = "qd.waypoint"
 FALLBACK_CAPABILITY = "qd.fallback"
-# First letters of link-route keys (reference 4.1): prefix in/out, pattern in/out.
+# First letters of link-route keys (docs/brokers.md#link-route-keys): prefix in/out,
+# pattern in/out.
 LINK_ROUTE_CLASSES = "CDEF"
-# x-opt-qd.phase of a message for a fallback destination: 'F' - '0' (reference 4.7).
+# x-opt-qd.phase of a message for a fallback destination: 'F' - '0'
+# (docs/routing.md#fallback).
 FALLBACK_PHASE = 22
 _KEY_CACHE_MAX = 4096
 _ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER)
@@ -81,7 +84,7 @@ class Unavailable:
 
 UNAVAILABLE = Unavailable()
 
-# Treatment numbers used as hints in MAUs (reference 4.4).
+# Treatment numbers used as hints in MAUs (docs/routing.md#treatment).
 HINTS = {
     Distribution.MULTICAST: 1,
     Distribution.CLOSEST: 2,
@@ -170,7 +173,7 @@ class Router:
                 spec: AddressSpec | None) -> AddressRecord:
         """Find or create the record of ``key``.  An address with
         ``enableFallback`` has its primary (``M0``) and fallback (``MF``,
-        balanced) records created and freed together (reference 4.7)."""
+        balanced) records created and freed together (docs/routing.md#fallback)."""
         record = self.records.get(key)
         if record is not None:
             return record
@@ -197,7 +200,7 @@ class Router:
         """The record a link to ``address`` binds to: mobile addresses take
         their treatment, local ones (dynamic, ``_local/``) are balanced, a
         known router's address binds to that router's record, and other
-        classes cannot be bound (reference 4.4)."""
+        classes cannot be bound (docs/routing.md#treatment)."""
         if key.cls is AddressClass.MOBILE:
             return self._record(key.key, address, distribution, spec)
         if key.cls is AddressClass.LOCAL:
@@ -220,7 +223,7 @@ class Router:
         return record
 
     def _release(self, record: AddressRecord) -> None:
-        """Free a record nothing uses any more (reference 4.8); a primary and
+        """Free a record nothing uses any more (docs/routing.md#address-lifetime); a primary and
         its fallback are freed together."""
         pair = [r for r in (record, record.fallback, record.primary) if r is not None]
         for rec in pair:
@@ -276,7 +279,7 @@ class Router:
         coordinator: bool = False,
         handle: object = None,
     ) -> IncomingAccepted | AttachRefused:
-        """A client sender attached: bind it (reference 5.1 step 4, 6, 7)."""
+        """A client sender attached: bind it (docs/routing.md#attaching-links)."""
         if coordinator:
             return NO_COORDINATOR
         if dynamic:
@@ -317,8 +320,9 @@ class Router:
         handle: object = None,
         now: float = 0.0,
     ) -> tuple[OutgoingAccepted | AttachRefused, list[Effect]]:
-        """A client receiver attached: bind it as a consumer (reference 5.1
-        step 5-7); with capability ``qd.fallback``, as a fallback destination."""
+        """A client receiver attached: bind it as a consumer
+        (docs/routing.md#attaching-links); with capability ``qd.fallback``, as a
+        fallback destination."""
         if dynamic:
             address = f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
         if not address:
@@ -343,8 +347,9 @@ class Router:
 
     def in_process_attached(self, conn: Connection, address: str, name: str) -> OutLink:
         """Bind an in-process consumer of ``address`` (the management agent,
-        reference 5.8): a link with no handle, closest distribution, and never
-        advertised to other routers.  The adapter consumes what is queued on it.
+        docs/routing.md#in-process-destinations): a link with no handle,
+        closest distribution, and never advertised to other routers.  The
+        adapter consumes what is queued on it.
         """
         key = classify(address, router_id=self.router_id)
         assert key is not None
@@ -362,7 +367,8 @@ class Router:
         """Unbind a link.  The adapter has already settled its deliveries.
 
         For an auto-link's link, ``error`` is why the peer detached it: the
-        auto-link fails and is attached again later (reference 8.1).
+        auto-link fails and is attached again later
+        (docs/brokers.md#the-life-of-an-auto-link).
         """
         effects: list[Effect] = []
         record = link.record
@@ -400,7 +406,7 @@ class Router:
             effects.extend(self.auto_links.connection_closed(conn))
         return [e for e in effects if not isinstance(e, CreditEffect) or e.link.conn is not conn]
 
-    # -- route-container connections and auto-links (reference 3.5, 8) --------
+    # -- route-container connections and auto-links (docs/brokers.md) ----------
 
     def connection_opened(self, conn: Connection, now: float = 0.0) -> list[Effect]:
         """A connection opened; a route-container connection activates the link
@@ -411,7 +417,7 @@ class Router:
         effects.extend(self.auto_links.connection_opened(conn))
         return effects
 
-    # -- link routes (reference 7) --------------------------------------------------------
+    # -- link routes (docs/brokers.md#link-routes) ------------------------------------
 
     def link_routed_attach(self, conn: Connection, *, name: str, address: str,
                            receiving: bool, resumable: bool = False, handle: object = None,
@@ -433,7 +439,8 @@ class Router:
     # -- the network -----------------------------------------------------------
 
     def _remote_record(self, key: str, hint: int) -> AddressRecord | None:
-        """The record of a key another router advertised (reference 9.6, 4.4)."""
+        """The record of a key another router advertised (docs/networks.md#mobile-addresses,
+        docs/routing.md#treatment)."""
         record = self.records.get(key)
         if record is not None:
             return record
@@ -485,7 +492,8 @@ class Router:
     def data_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
                            handle: object, cost: int) -> InLink | OutLink:
         """An inter-router data link (capability ``qd.router-data``) attached;
-        its priority is its attach order in its direction (reference 9.1)."""
+        its priority is its attach order in its direction
+        (docs/networks.md#inter-router-connections)."""
         rlink = self.router_link(conn, cost)
         if outgoing:
             out = OutLink(self._link_id(), conn, name=name, address="", record=None,
@@ -522,7 +530,7 @@ class Router:
     # -- anonymous routing -------------------------------------------------
 
     def lookup(self, to: str, phase: int = 0) -> AddressRecord | Unavailable | None:
-        """The record a message for ``to`` goes to (anonymous senders, 5.3 step 8).
+        """The record a message for ``to`` goes to (docs/routing.md#anonymous-senders).
 
         ``None``: no record, so the message finds no destination.  Called per
         message on anonymous links, so the routing key of each address string

@@ -1,8 +1,9 @@
 """Settlement rules: outcomes, their aggregation for multicast, and what a
 producer is told when the consumer side of a delivery is lost.
 
-Owns the rules of reference section 6 as pure functions.  It must not touch
-deliveries, links or proton: the adapter applies what these functions decide.
+Owns the rules of docs/routing.md#settlement-and-dispositions as pure
+functions.  It must not touch deliveries, links or proton: the adapter
+applies what these functions decide.
 AMQP 1.0 part 3.4 defines the outcomes.
 """
 
@@ -31,7 +32,8 @@ class Outcome(enum.Enum):
     MODIFIED = MODIFIED
 
 
-# Multicast folding order (reference 6.2): rejected > accepted > modified > released.
+# Multicast folding order (docs/routing.md#multicast-outcomes):
+# rejected > accepted > modified > released.
 _RANK = {RELEASED: 0, MODIFIED: 1, ACCEPTED: 2, REJECTED: 3}
 
 
@@ -39,8 +41,9 @@ def fold_multicast(current: int | None, state: int) -> int:
     """Fold one copy's terminal ``state`` into the running multicast result.
 
     ``current`` is ``None`` before the first copy reports.  Non-terminal or
-    unknown states (e.g. transactional ``declared``) count as rejected: the
-    reference treats a ``declared`` outcome from a receiver that way.
+    unknown states (e.g. transactional ``declared``) count as rejected, as
+    qdrouterd counts a ``declared`` outcome from a receiver
+    (docs/routing.md#multicast-outcomes).
     """
     rank = _RANK.get(state)
     if rank is None:
@@ -51,7 +54,8 @@ def fold_multicast(current: int | None, state: int) -> int:
 
 
 class LostCopy(enum.Enum):
-    """Where an outgoing copy was when its consumer went away (reference 6.4)."""
+    """Where an outgoing copy was when its consumer went away
+    (docs/routing.md#when-a-link-or-connection-goes)."""
 
     UNDELIVERED = "undelivered"  # still queued in the router, never sent
     UNSETTLED = "unsettled"  # sent, no settlement from the consumer yet

@@ -1,4 +1,4 @@
-"""Delayed and stuck deliveries, and links starved of credit (reference 6.6).
+"""Delayed and stuck deliveries, and links starved of credit (docs/operations.md#counters).
 
 Owns the ages behind ``deliveriesDelayed1Sec``, ``deliveriesDelayed10Sec``,
 ``deliveriesStuck`` and ``linksBlocked``.  Nothing here runs per message: a

@@ -1,4 +1,5 @@
-"""Management: qdrouterd's AMQP management protocol over Hop's state (reference 10).
+"""Management: qdrouterd's AMQP management protocol over Hop's state
+(docs/operations.md#management).
 
 Pure: requests in, responses out.  The agent and the schema know nothing of
 sockets or proton; the adapter delivers requests, routes responses and

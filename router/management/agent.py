@@ -1,4 +1,6 @@
-"""The management agent: one request in, one response out (reference 10.2, 10.3).
+"""The management agent: one request in, one response out.
+
+See docs/operations.md#entity-operations and docs/operations.md#node-operations.
 
 Owns the AMQP management operations over entity sources: finding entities
 by name or identity, QUERY with attribute lists and paging, the node
@@ -9,8 +11,8 @@ touch sockets or proton, nor know how a source keeps its entities: sources
 (``router.management.sources`` and the adapter's) do, and what changes the
 router beyond the source comes back as effects for the adapter to apply.
 
-Where qdrouterd's two agents disagree (reference 10.5, section 13 quirks 17
-and 18), the agent answers as one: READ of ``router`` and ``router.link``
+Where qdrouterd's two agents disagree (docs/compatibility.md#management-requests),
+the agent answers as one: READ of ``router`` and ``router.link``
 works, UPDATE of a configuration type that has no UPDATE is refused with
 501, QUERY without ``entityType`` lists every entity, and ``offset`` /
 ``count`` are always honoured.

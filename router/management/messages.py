@@ -1,4 +1,5 @@
-"""Management requests and responses as AMQP messages (reference 10.1).
+"""Management requests and responses as AMQP messages
+(docs/operations.md#requests-and-responses).
 
 Owns decoding a request message into a ``Request`` and encoding a
 ``Response`` as the message qdrouterd sends: header ``durable=false``,

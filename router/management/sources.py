@@ -112,8 +112,9 @@ class RouterLinks(ReadOnly):
         return [link_row(link, now) for link in _links(self._connections())]
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
-        # qdrouterd accepts any adminStatus and does nothing with it (quirk
-        # 17); Hop says so instead of pretending.
+        # qdrouterd accepts any adminStatus and does nothing with it
+        # (docs/compatibility.md#management-requests); Hop says so instead of
+        # pretending.
         status = attributes.get("adminStatus", "enabled")
         if status != "enabled":
             raise ManagementError(501, f"Setting a link's adminStatus to {status!r} is not "
@@ -232,7 +233,8 @@ class ConfigAddresses(ReadOnly):
         return rows
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        if "fallback" in attributes:  # qdrouterd's CREATE spelling (quirk 8)
+        # qdrouterd's CREATE spelling (docs/compatibility.md#management-requests)
+        if "fallback" in attributes:
             attributes.setdefault("enableFallback", attributes.pop("fallback"))
         section = section_from("address", name, attributes)
         assert isinstance(section, conf.AddressSection)

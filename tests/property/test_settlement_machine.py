@@ -10,7 +10,9 @@ ones also to ``q.nowhere``, which nobody consumes), settle first (with or
 without an outcome) or detach; consumers grant or drain credit, give
 outcomes with or without settling, settle without an outcome, or detach;
 connections vanish without an AMQP close.  After every step, once the wire
-is quiet, it checks (reference 5.2, 5.5, 6.1-6.4):
+is quiet, it checks (docs/routing.md#credit,
+docs/routing.md#when-nothing-can-receive,
+docs/routing.md#settlement-and-dispositions):
 
 * the engine is really idle: a further wake-up with nothing to read or
   write sends no client anything (work left for the next timer tick would
@@ -81,7 +83,7 @@ MAX_CLIENTS = 3
 MAX_PRODUCERS = 2
 MAX_CONSUMERS = 3
 
-# Multicast folding order (reference 6.2).
+# Multicast folding order (docs/routing.md#multicast-outcomes).
 _RANK = {RELEASED: 0, MODIFIED: 1, ACCEPTED: 2, REJECTED: 3}
 
 
@@ -454,7 +456,8 @@ class SettlementMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.live_consumers()))
     @rule(which=st.integers(0, 3))
     def drain(self, which: int) -> None:
-        """A consumer asks for its credit to be used up or given back (5.2)."""
+        """A consumer asks for its credit to be used up or given back
+        (docs/routing.md#credit)."""
         live = self.live_consumers()
         consumer = live[which % len(live)]
         self.step(f"{consumer.name} drains its credit of {consumer.link.credit}")
@@ -494,14 +497,16 @@ class SettlementMachine(RuleBasedStateMachine):
         outcome its consumer reported without settling (``NO_STATE`` if none)."""
         copy = consumer.copies.get(sent.tag)
         if copy is None:
-            # Never sent to the consumer: released when the consumer goes (6.4).
+            # Never sent to the consumer: released when the consumer goes
+            # (docs/routing.md#when-a-link-or-connection-goes).
             return consumer.gone, {RELEASED}, NO_STATE
         if copy.arrived_settled:
             return True, {ACCEPTED}, NO_STATE
         if copy.consumer_settled:
             return True, {copy.outcome}, NO_STATE
         if consumer.gone:
-            # Sent, unsettled, then lost: MODIFIED (6.4); a consumer that had
+            # Sent, unsettled, then lost: MODIFIED
+            # (docs/routing.md#when-a-link-or-connection-goes); a consumer that had
             # already given its outcome may have that one counted instead.
             return True, {MODIFIED} | ({copy.outcome} - {NO_STATE}), NO_STATE
         return False, set(), copy.outcome
@@ -556,7 +561,7 @@ class SettlementMachine(RuleBasedStateMachine):
             assert settlements == 0, f"{sent.tag} settled by the router after its producer"
             return
         if sent.producer.gone:
-            return  # its outcome goes nowhere (6.4)
+            return  # its outcome goes nowhere (docs/routing.md#when-a-link-or-connection-goes)
         assert settlements == int(sent.router_settled), sent.tag
         done, allowed, shown = self.expectation(sent)
         if sent.router_settled:
@@ -577,8 +582,9 @@ class SettlementMachine(RuleBasedStateMachine):
     def check_failed(self, sent: Sent) -> None:
         """An anycast consumer's own MODIFIED reaches the producer with the
         consumer's delivery-failed flag (Hop passes it through; qdrouterd
-        forces it on, quirk 14); a MODIFIED the router makes itself (a copy
-        lost unsettled, a multicast fold) always carries delivery-failed."""
+        forces it on, docs/compatibility.md#modified-outcomes); a MODIFIED the
+        router makes itself (a copy lost unsettled, a multicast fold) always
+        carries delivery-failed."""
         copies = [c.copies[sent.tag] for c in sent.targets if sent.tag in c.copies]
         if not sent.multicast and len(copies) == 1 and copies[0].outcome == MODIFIED:
             copy = copies[0]

@@ -3,8 +3,8 @@
 Like h11's ``ConnectionPair`` and aioquic's ``roundtrip``: every control
 message goes through the real codec (``encode_control`` then
 ``decode_envelope``) and is forwarded the way qdrouterd forwards control
-traffic (reference 9.7), using each router's own view of the network as
-its last ``RoutesChanged`` gave it:
+traffic (docs/networks.md#forwarding-control-messages), using each router's
+own view of the network as its last ``RoutesChanged`` gave it:
 
 * HELLO goes over one connection to the router at its other end;
 * RA (``Tqdrouter``) is flooded over every connection that is the next hop
@@ -12,9 +12,9 @@ its last ``RoutesChanged`` gave it:
   trace, and handed to every router's engine but the originator's;
 * differential MAU (``Tqdrouter.ma``) is multicast: a copy toward remote
   router R only if the ingress router is a valid origin for R there
-  (the recommended behaviour of reference 5.4), one copy per connection;
-  with ``multicast_valid_origins=False`` it is flooded like an RA, as
-  qdrouterd 1.x actually does (the quirk of 5.4);
+  (as Hop does, docs/networks.md#forwarding-control-messages), one copy per
+  connection; with ``multicast_valid_origins=False`` it is flooded like an
+  RA, as qdrouterd 1.x actually does (docs/compatibility.md#multicast-across-routers);
 * LSR, LSU, MAR and absolute MAU (``R<id>``) follow next hops to their target;
 * the loop guard drops a message whose trace is longer than radius + 1.
 
@@ -120,7 +120,8 @@ class Sent:
 
 
 class Network:
-    """Routers, links, a fake clock, and the control-traffic forwarding of reference 9.7."""
+    """Routers, links, a fake clock, and the control-traffic forwarding of
+    docs/networks.md#forwarding-control-messages."""
 
     def __init__(
         self, *, seed: int = 0, ra_interval_s: float = 30.0, ra_interval_flux_s: float = 4.0,
@@ -285,7 +286,8 @@ class Network:
         self, router: SimRouter, to: str, message: ControlMessage, *, ingress: str,
         trace: tuple[str, ...],
     ) -> None:
-        """Route a control message from ``ingress`` onward at ``router`` (reference 9.7)."""
+        """Route a control message from ``ingress`` onward at ``router``
+        (docs/networks.md#forwarding-control-messages)."""
         key = routing_key(to, router_id=router.id)
         opcode = message.opcode.value
         data = encode_control(message, to=to, ingress=topo(ingress),
@@ -307,7 +309,8 @@ class Network:
             return
         if key == "Tqdrouter" or (not self.multicast_valid_origins and (
                 ingress == router.id or ingress in routes.routes)):
-            # flood; qdrouterd also multicasts this way (quirk of reference 5.4)
+            # flood; qdrouterd also multicasts this way
+            # (docs/compatibility.md#multicast-across-routers)
             hops = {route.next_hop for route in routes.routes.values()}
         elif ingress != router.id and ingress not in routes.routes:
             hops = set()  # multicast from an unknown origin: no remote copies
@@ -380,7 +383,8 @@ class Network:
                 for peer in expected.routes if self.routers[peer].protocol.local_addresses
             }
             # Keys of unreachable routers linger until their link state expires
-            # (reference 9.6); they are not forwarded to, so they do not count here.
+            # (docs/networks.md#mobile-addresses); they are not forwarded to, so they do
+            # not count here.
             reachable = {k: v for k, v in router.remote_keys.items() if k in expected.routes}
             if reachable != wanted:
                 problems.append(f"{router.id}: addresses {reachable} != {wanted}")

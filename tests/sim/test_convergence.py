@@ -229,7 +229,8 @@ def test_addresses_propagate_are_withdrawn_and_die_with_their_router() -> None:
 
 
 def test_duplicate_maus_from_qdrouterd_style_multicast_cost_at_most_one_mar_each() -> None:
-    """qdrouterd multicasts MAUs without the valid-origin filter (quirk of 5.4):
+    """qdrouterd multicasts MAUs without the valid-origin filter
+    (docs/compatibility.md#multicast-across-routers):
     in a mesh, copies arrive twice; the second is out of sequence and earns one
     MAR, which the sender, being up to date with it, does not answer."""
     net = build(mesh(5), multicast_valid_origins=False)

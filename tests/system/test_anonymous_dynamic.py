@@ -1,5 +1,6 @@
 """Anonymous senders are routed by each message's ``to``; dynamic receivers
-get a router-assigned address others can send to (reference 4.6, 5.3, 5.5)."""
+get a router-assigned address others can send to (docs/routing.md#anonymous-senders,
+docs/routing.md#dynamic-addresses)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A consumer that goes away with deliveries in flight: every unsettled
-delivery still gets exactly one outcome at its producer (reference 6.4)."""
+delivery still gets exactly one outcome at its producer
+(docs/routing.md#when-a-link-or-connection-goes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Credit: a sender gets credit only while its address has a consumer
-(reference 5.2), multicast included, and anonymous senders at once."""
+(docs/routing.md#credit), multicast included, and anonymous senders at once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Distribution among local consumers: closest round-robins, balanced prefers
-the consumer with the fewest unsettled deliveries (reference 5.4)."""
+the consumer with the fewest unsettled deliveries (docs/routing.md#distributions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fallback destinations against a real RabbitMQ (reference 4.7).
+"""Fallback destinations against a real RabbitMQ (docs/routing.md#fallback,
+docs/brokers.md#fallback-to-a-broker).
 
 An address with ``enableFallback`` delivers to its consumers when it has
 some, and to its fallback destination (here a broker queue, through a

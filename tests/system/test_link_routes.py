@@ -1,4 +1,4 @@
-"""Link routes against a real RabbitMQ (reference 7).
+"""Link routes against a real RabbitMQ (docs/brokers.md#link-routes).
 
 A client's link whose address matches a link route is not terminated by the
 router: it is attached on to the broker, and transfers, dispositions, credit
@@ -244,7 +244,8 @@ def test_drain_reaches_the_sender_and_drained_comes_back(start_router: StartRout
 def test_a_dynamic_terminus_naming_a_link_route_is_routed_to_the_container(
         start_router: StartRouter) -> None:
     """A dynamic source whose node properties start with x-opt-qd.address is
-    link-routed by that address (reference 4.6): the container makes the node
+    link-routed by that address (docs/routing.md#dynamic-addresses): the container
+    makes the node
     and its address reaches the client; with no matching route the attach is
     refused."""
     port = free_port()

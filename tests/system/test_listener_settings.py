@@ -1,4 +1,4 @@
-"""Listener protocol settings reach the wire (reference 3.2, 12.2, 12.4)."""
+"""Listener protocol settings reach the wire (docs/operations.md#protocol-settings)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The management agent through real AMQP requests to a running hopd (reference 10)."""
+"""The management agent through real AMQP requests to a running hopd
+(docs/operations.md#management)."""
 
 from __future__ import annotations
 

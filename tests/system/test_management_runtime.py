@@ -1,6 +1,6 @@
 """Run-time CREATE, UPDATE and DELETE through the management agent: listeners,
 connectors, connections, link routes, auto-links and sslProfiles take
-effect at once (reference 10)."""
+effect at once (docs/operations.md#changes-at-run-time)."""
 
 from __future__ import annotations
 

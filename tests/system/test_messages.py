@@ -1,5 +1,6 @@
 """Message content: forwarded as the bytes that arrived, whatever the
-sections and body types; large and aborted deliveries (reference 5.3, 5.7, 6.5)."""
+sections and body types; large and aborted deliveries (docs/routing.md#receiving-a-message,
+docs/routing.md#message-annotations, docs/routing.md#aborted-deliveries)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Networks of interior routers: multi-hop delivery, router annotations,
 distribution across routers, settlement across hops, rerouting when a router
-dies or joins, and credit driven by remote consumers (reference 5.2, 5.4,
-5.7, 6, 9)."""
+dies or joins, and credit driven by remote consumers (docs/networks.md,
+docs/routing.md#credit, docs/routing.md#settlement-and-dispositions)."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def test_balanced_sends_to_the_remote_consumer_when_local_one_is_loaded(
         else:
             at_b.append(take(remote).body)
             assert settle_all(conns, deliveries[-1:]) == [Delivery.ACCEPTED]
-    # Reference 5.4: local load 0 wins; at load 1 it ties with B's load (0
+    # docs/routing.md#distributions: local load 0 wins; at load 1 it ties with B's load (0
     # outstanding + cost 1) and the local candidate is kept; at load 2 B wins,
     # and as B accepts at once its load stays 1 for every later message.
     assert held == [0, 1], f"A's consumer got {held}, B's got {at_b}"
@@ -453,7 +453,7 @@ def test_late_router_shortens_the_path_and_traffic_follows(
     net.wait_converged()
     net.wait_route("A", "C", "D", 2)
     # A switches to D as soon as its routes say so; D learns C's addresses a
-    # tick or two later (MAR/MAU, reference 9.6) and releases transit
+    # tick or two later (MAR/MAU, docs/networks.md#mobile-addresses) and releases transit
     # deliveries until then. Wait for the first message to get through.
     deadline = time.monotonic() + 10
     while True:
@@ -513,7 +513,7 @@ def test_sender_credit_follows_a_consumer_on_another_router(
 
 def test_loop_guard_releases_a_message_whose_trace_is_longer_than_the_network(
         start_router: StartRouter) -> None:
-    """Reference 5.3 step 7: more hops in the trace than radius + 1 (here 3,
+    """docs/networks.md#the-loop-guard: more hops in the trace than radius + 1 (here 3,
     from the end of a line of three) is released, whether the consumer is
     local or on another router; a shorter trace is delivered."""
     net = start_network(start_router, LINE, unstripped=["A"])

@@ -1,5 +1,6 @@
 """Settlement propagation: each consumer outcome reaches the producer
-(anycast), and multicast outcomes are aggregated (reference 6.1, 6.2)."""
+(anycast), and multicast outcomes are aggregated
+(docs/routing.md#settlement-and-dispositions, docs/routing.md#multicast-outcomes)."""
 
 from __future__ import annotations
 

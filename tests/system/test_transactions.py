@@ -1,4 +1,4 @@
-"""Transactions through a ``$coordinator`` link route (reference 7.1, 7.7).
+"""Transactions through a ``$coordinator`` link route (docs/brokers.md#transactions).
 
 No packaged broker here coordinates transactions, so the container is a
 small transactional peer from the tests, attached to a route-container

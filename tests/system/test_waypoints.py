@@ -1,4 +1,5 @@
-"""Waypoint addresses and auto-links against a real RabbitMQ (reference 4.2, 8).
+"""Waypoint addresses and auto-links against a real RabbitMQ
+(docs/brokers.md#waypoints-and-auto-links).
 
 A waypoint address sends what producers give it to a broker queue through an
 ``out`` auto-link and brings the queue's messages back to its consumers

@@ -1,4 +1,4 @@
-"""The inter-router routing protocol core (reference section 9), sans-IO.
+"""The inter-router routing protocol core (docs/networks.md), sans-IO.
 
 HELLO, link-state (RA/LSR/LSU) and mobile-address (MAU/MAR) exchange with
 qdrouterd-compatible wire encoding, shortest paths with next hops and valid

@@ -1,4 +1,5 @@
-"""Control messages to and from complete encoded AMQP 1.0 messages (reference 9.2, 9.3).
+"""Control messages to and from complete encoded AMQP 1.0 messages
+(docs/networks.md#control-messages).
 
 Owns: ``encode_control`` (the bytes qdrouterd sends: header, router
 message-annotations, properties, application-properties, amqp-value body)

@@ -42,7 +42,8 @@ class _Broadcast(enum.Enum):
 
 
 ALL: Final = _Broadcast.ALL
-"""Destination of RA and differential MAU: every router (reference 9.7)."""
+"""Destination of RA and differential MAU: every router
+(docs/networks.md#forwarding-control-messages)."""
 
 Destination = str | Literal[_Broadcast.ALL]
 
@@ -71,8 +72,8 @@ class SendHello:
 class SendControl:
     """Send ``message`` to router ``destination`` along the next hops, or flood it (``ALL``).
 
-    ``ALL`` covers RA (flooded, reference 9.7) and differential MAU (multicast
-    once); everything else is unicast toward one router id.
+    ``ALL`` covers RA (flooded, docs/networks.md#forwarding-control-messages) and
+    differential MAU (multicast once); everything else is unicast toward one router id.
     """
 
     message: ControlMessage
@@ -80,7 +81,7 @@ class SendControl:
 
     @property
     def to(self) -> str:
-        """``properties.to`` of the message (reference 9.2)."""
+        """``properties.to`` of the message (docs/networks.md#control-messages)."""
         target = None if self.destination is ALL else self.destination
         return control_address(self.message.opcode, target)
 

@@ -1,4 +1,6 @@
-"""The HELLO protocol: who we hear, and telling neighbours (reference 9.3, 9.5; ROUTER_HELLO).
+"""The HELLO protocol: who we hear, and telling neighbours (ROUTER_HELLO).
+
+See docs/networks.md#control-messages and docs/networks.md#link-state-and-paths.
 
 Owns the ``seen`` set (routers whose HELLO arrived within
 ``hello_max_age_s``), the HELLO period, and duplicate-router-id detection.

@@ -1,4 +1,6 @@
-"""Neighbours, known routers, link-state exchange and routes (reference 9.3-9.5; ROUTER_LS).
+"""Neighbours, known routers, link-state exchange and routes (ROUTER_LS).
+
+See docs/networks.md#control-messages and docs/networks.md#link-state-and-paths.
 
 Owns the node tracker: this router's link state and ``ls_seq``; one
 ``RouterNode`` per known router (mask-bit index, instance, protocol version,
@@ -67,7 +69,8 @@ class Neighbor:
 
 @attrs.frozen(kw_only=True)
 class NodeRecord:
-    """A read-only view of one known router (management ``router.node``, reference 9.5).
+    """A read-only view of one known router (management ``router.node``,
+    docs/networks.md#link-state-and-paths).
 
     The local router has ``index`` 0, ``is_self`` True and no route fields.
     ``next_hop`` is the neighbour the route goes through (a neighbour is its
@@ -263,7 +266,8 @@ class NodeTracker:
     def neighbor_refresh(
         self, router_id: str, version: int, instance: int, link_id: int, cost: int, now: float
     ) -> list[Effect]:
-        """A HELLO listing us arrived from ``router_id`` on ``link_id`` (reference 9.5)."""
+        """A HELLO listing us arrived from ``router_id`` on ``link_id``
+        (docs/networks.md#link-state-and-paths)."""
         effects: list[Effect] = []
         node = self.learn(router_id, version, instance, now, effects)
         if node is None:
@@ -271,7 +275,8 @@ class NodeTracker:
         if node.link_id != link_id:
             node.link_id = link_id
             node.need_ls_request = True
-            # QUIRK kept: a neighbour still in our link state keeps its old cost.
+            # QUIRK kept: a neighbour still in our link state keeps its old cost
+            # (docs/compatibility.md#qdrouterd-behaviour-hop-keeps).
             if router_id not in self.peers:
                 self.peers[router_id] = cost
                 self.link_state_changed = True

@@ -1,4 +1,4 @@
-"""The inter-router control messages as frozen records (reference 9.2, 9.3).
+"""The inter-router control messages as frozen records (docs/networks.md#control-messages).
 
 Owns: one record per opcode (HELLO, RA, LSR, LSU, MAU, MAR), ``LinkState``,
 ``Opcode``, the protocol version and area constants, and the addresses each
@@ -232,7 +232,8 @@ ControlMessage = (
 
 
 def control_address(opcode: Opcode, router_id: str | None) -> str:
-    """The ``to`` address qdrouterd uses for a control message (reference 9.2).
+    """The ``to`` address qdrouterd uses for a control message
+    (docs/networks.md#control-messages).
 
     Args:
         opcode: the message's opcode.

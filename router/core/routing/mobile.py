@@ -1,4 +1,5 @@
-"""Mobile-address synchronisation: MAU and MAR (reference 9.6; ROUTER_MA).
+"""Mobile-address synchronisation: MAU and MAR (docs/networks.md#mobile-addresses;
+ROUTER_MA).
 
 Owns: the local advertised key set and ``mobile_seq``, batching local
 changes into one differential MAU per tick, absolute MAUs in reply to MARs,
@@ -115,7 +116,7 @@ class MobileSync:
         return SendControl(message=request, destination=node.id)
 
     def mau_received(self, msg: MobileAddressUpdate, node: RouterNode | None) -> list[Effect]:
-        """MAU: update the keys attributed to the sender (reference 9.6).
+        """MAU: update the keys attributed to the sender (docs/networks.md#mobile-addresses).
 
         A differential MAU that is not the next in sequence is ignored and
         answered with one MAR (until a usable MAU arrives).

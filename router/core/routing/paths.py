@@ -1,4 +1,5 @@
-"""Shortest paths, next hops and valid origins from a set of link states (reference 9.5).
+"""Shortest paths, next hops and valid origins from a set of link states
+(docs/networks.md#link-state-and-paths).
 
 Owns ``compute_routes`` and the frozen ``Routes``/``Route`` records it returns.
 
@@ -65,7 +66,8 @@ class Routes:
 
     Attributes:
         root: the router the routes are computed for.
-        radius: the largest hop count to a reachable router (loop guard, reference 5.3).
+        radius: the largest hop count to a reachable router (loop guard,
+            docs/networks.md#the-loop-guard).
         routes: reachable router id -> ``Route``; the root is not included.
     """
 
@@ -85,7 +87,8 @@ class Routes:
 
     def is_valid_origin(self, destination: str, origin: str) -> bool:
         """Whether a message that entered the network at ``origin`` may be
-        forwarded from the root toward ``destination`` (reference 5.4)."""
+        forwarded from the root toward ``destination``
+        (docs/networks.md#messages-across-routers)."""
         if origin == self.root:
             return True
         route = self.routes.get(destination)

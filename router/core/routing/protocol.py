@@ -1,4 +1,4 @@
-"""The inter-router routing protocol engine: one sans-IO object per router (reference 9).
+"""The inter-router routing protocol engine: one sans-IO object per router (docs/networks.md).
 
 Owns ``RoutingProtocol``, the input surface the adapter drives: inter-router
 connections coming and going, decoded control messages, local address
@@ -10,8 +10,8 @@ and returns every decision as effects.
 Must not: read the clock, do I/O, decode bytes (the adapter calls
 ``codec.decode_control`` and handles ``PeerProtocolError``), forward
 messages (the adapter floods ``ALL`` and routes unicast along
-``RoutesChanged``, reference 9.7), or keep an outbox: each input returns
-its effects.
+``RoutesChanged``, docs/networks.md#forwarding-control-messages), or keep an
+outbox: each input returns its effects.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RoutingProtocol:
         instance: this router's boot time in integer seconds since the epoch,
             fixed for the life of the process (a restart is a new instance).
         hello_interval_s, hello_max_age_s, ra_interval_s, ra_interval_flux_s,
-        remote_ls_max_age_s: the timers of reference 9.4 (qdrouterd's
+        remote_ls_max_age_s: the timers of docs/networks.md#timers (qdrouterd's
             ``helloIntervalSeconds`` ...). Flux mode lasts while the last
             topology change is at most ``2 * ra_interval_flux_s`` old.
         max_routers: the size of the router mask (qdrouterd: 128).

@@ -1,4 +1,4 @@
-"""Balanced and closest forwarding choices (reference 5.4)."""
+"""Balanced and closest forwarding choices (docs/routing.md#distributions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Address string → routing key (reference 4.1)."""
+"""Address string → routing key (docs/routing.md#routing-keys)."""
 
 from __future__ import annotations
 

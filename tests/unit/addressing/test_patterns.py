@@ -1,4 +1,4 @@
-"""Prefix/pattern parse-tree semantics (reference 4.3)."""
+"""Prefix/pattern parse-tree semantics (docs/routing.md#prefixes-and-patterns)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Effective priority (reference 4.5)."""
+"""Effective priority (docs/routing.md#priority)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The management agent, requests in and responses out, over a routing core
-in memory (reference 10): request decoding, attribute validation, paging."""
+in memory (docs/operations.md#management): request decoding, attribute
+validation, paging."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The core's side of auto-links: attaching on route-container connections,
 binding the answered link to its address at its phase, failure and retry,
-and the credit of the producers they feed (reference 4.2, 4.7, 8)."""
+and the credit of the producers they feed (docs/brokers.md#waypoints-and-auto-links,
+docs/routing.md#fallback)."""
 
 from __future__ import annotations
 

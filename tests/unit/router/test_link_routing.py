@@ -1,4 +1,4 @@
-"""The core's side of link routes (reference 7): advertising active routes,
+"""The core's side of link routes (docs/brokers.md#link-routes): advertising active routes,
 learning other routers' routes, where an attach goes, and the effects of
 what happens to a routed pair."""
 

@@ -1,5 +1,6 @@
 """The network side of the core: remote destinations per address and the
-relaying of control messages (reference 9.6, 9.7), without sockets.
+relaying of control messages (docs/networks.md#mobile-addresses,
+docs/networks.md#forwarding-control-messages), without sockets.
 
 Topology used below (costs on the edges)::
 

@@ -1,4 +1,5 @@
-"""The routing core's attach decisions and credit transitions (reference 5.1, 5.2)."""
+"""The routing core's attach decisions and credit transitions
+(docs/routing.md#attaching-links, docs/routing.md#credit)."""
 
 from __future__ import annotations
 

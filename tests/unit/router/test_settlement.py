@@ -1,4 +1,5 @@
-"""Outcome rules: multicast folding and lost copies (reference 6.2, 6.4)."""
+"""Outcome rules: multicast folding and lost copies (docs/routing.md#multicast-outcomes,
+docs/routing.md#when-a-link-or-connection-goes)."""
 
 from __future__ import annotations
 

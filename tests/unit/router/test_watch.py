@@ -1,4 +1,4 @@
-"""Delivery ages and zero credit from the once-a-second sweep (reference 6.6)."""
+"""Delivery ages and zero credit from the once-a-second sweep (docs/operations.md#counters)."""
 
 from __future__ import annotations
 

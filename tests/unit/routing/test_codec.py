@@ -1,4 +1,5 @@
-"""Control messages on the wire (reference 9.2, 9.3): encoding facts, decoding, errors."""
+"""Control messages on the wire (docs/networks.md#control-messages): encoding facts,
+decoding, errors."""
 
 from __future__ import annotations
 

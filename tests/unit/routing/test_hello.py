@@ -1,4 +1,5 @@
-"""HELLO, neighbour discovery and neighbour loss (reference 9.3-9.5), with a fake clock."""
+"""HELLO, neighbour discovery and neighbour loss (docs/networks.md#control-messages,
+docs/networks.md#link-state-and-paths), with a fake clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RA, LSR and LSU exchange, restarts, expiry, deletion and flux mode (reference 9.3-9.5)."""
+"""RA, LSR and LSU exchange, restarts, expiry, deletion and flux mode
+(docs/networks.md#link-state-and-paths)."""
 
 from __future__ import annotations
 

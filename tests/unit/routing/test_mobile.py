@@ -1,4 +1,5 @@
-"""Mobile-address synchronisation: MAU and MAR (reference 9.6), with a fake clock."""
+"""Mobile-address synchronisation: MAU and MAR (docs/networks.md#mobile-addresses),
+with a fake clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""compute_routes on drawn topologies (reference 9.5).
+"""compute_routes on drawn topologies (docs/networks.md#link-state-and-paths).
 
 Each test draws its topology; ``==`` marks the root. Links are bidirectional
 with the cost written on them (1 when not written) unless the test says otherwise.
