@@ -35,7 +35,8 @@ class Listener:
 
 
 class Connector:
-    """A connector: the connection it keeps trying to have (reference 3.3)."""
+    """A connector: the connection it keeps trying to have
+    (docs/networks.md#connectors-back-off-and-failover)."""
 
     def __init__(self, settings: ConnectorSettings) -> None:
         self.settings = settings
@@ -103,7 +104,7 @@ def symbols(*names: str) -> list[Any]:
 
 
 def open_properties(conn: Conn) -> dict[Any, Any]:
-    """OPEN properties as qdrouterd sends them (reference 9.1)."""
+    """OPEN properties as qdrouterd sends them (docs/networks.md#inter-router-connections)."""
     props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,
                              symbol("qd.conn-id"): conn.core.conn_id}
     failover = conn.settings.failover if isinstance(conn.settings, ListenerSettings) else ()
@@ -120,7 +121,8 @@ def open_properties(conn: Conn) -> dict[Any, Any]:
 
 def failover_server_list(properties: object) -> list[Endpoint] | None:
     """The peers a connection's peer announced in its OPEN properties
-    (``failover-server-list``, reference 12.3); None when it announced none."""
+    (``failover-server-list``, docs/networks.md#connectors-back-off-and-failover);
+    None when it announced none."""
     if not isinstance(properties, dict) or "failover-server-list" not in properties:
         return None
     announced = properties["failover-server-list"]

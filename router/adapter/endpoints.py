@@ -131,7 +131,7 @@ Decision = (IncomingAccepted | OutgoingAccepted | RouterLinkAccepted | RoutedAcc
 
 
 def resumable(terminus: Any) -> bool:
-    """A terminus that outlives its connection (reference 7.3 step 1)."""
+    """A terminus that outlives its connection (docs/brokers.md#resumable-termini)."""
     return bool(lib.pn_terminus_get_expiry_policy(terminus) == lib.PN_EXPIRE_NEVER
                 or lib.pn_terminus_get_timeout(terminus) > 0)
 
@@ -142,7 +142,7 @@ LINK_ROUTE_PROPERTY = "x-opt-qd.address"
 def dynamic_route_address(terminus: Any) -> str | None:
     """The address a dynamic terminus asks to be link-routed by: the first
     entry of its dynamic-node-properties, when that is ``x-opt-qd.address``
-    with a non-empty string (reference 4.6)."""
+    with a non-empty string (docs/routing.md#dynamic-addresses)."""
     if not lib.pn_terminus_is_dynamic(terminus):
         return None
     data = Data(lib.pn_terminus_properties(terminus))
@@ -211,7 +211,7 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
     effects: list[Effect] = []
     decision: Decision
     if ROUTER_CONTROL in caps or ROUTER_DATA in caps:
-        # Reference 5.1 step 2: router links only on inter-router connections.
+        # Router links only on inter-router connections (docs/routing.md#attaching-links).
         if conn.role is not Role.INTER_ROUTER or router.network is None:
             _refuse(conn, lptr, name, FORBIDDEN, local)
             return FORBIDDEN, []
@@ -220,8 +220,9 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
         log.info("[%r][L%d] Router link attached: %s %s", conn, link.link_id,
                  "out" if isinstance(link, OutLink) else "in", caps)
         return RouterLinkAccepted(link=link), effects
-    # Link routes come before message routing (reference 5.1 step 6), and are
-    # allowed on an inter-router connection before its control link (3.5).
+    # Link routes come before message routing, and are allowed on an
+    # inter-router connection before its control link
+    # (docs/brokers.md#where-a-routed-attach-goes).
     facing = rtarget if receiver else rsource
     dynamic_address = dynamic_route_address(facing)
     address = dynamic_address or facing_address(facing)
@@ -283,7 +284,7 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
 
 def open_router_link(ssn: Any, name: str, *, sender: bool, capability: str) -> Any:
     """Create and open one of our inter-router links: both termini empty but
-    for the single capability symbol (reference 9.1, 5.1 on single symbols)."""
+    for the single capability symbol (docs/networks.md#inter-router-connections)."""
     lptr = lib.pn_sender(ssn, name.encode()) if sender else lib.pn_receiver(ssn, name.encode())
     for terminus in (lib.pn_link_source(lptr), lib.pn_link_target(lptr)):
         Data(lib.pn_terminus_capabilities(terminus)).put_symbol(symbol(capability))

@@ -199,7 +199,7 @@ class Forwarder:
         self.streams.started(stream)
 
     def _user_id_allowed(self, d: Any, il: InLink, data: bytes) -> bool:
-        """Policy without allowUserIdProxy (docs/security.md#policy): a
+        """Policy without allowUserIdProxy (docs/routing.md#receiving-a-message): a
         message whose user-id is neither empty nor the connection's user is
         rejected."""
         try:
@@ -367,13 +367,13 @@ class Forwarder:
     # -- links going away -------------------------------------------------------
 
     def lose_incoming(self, il: InLink) -> None:
-        """A producer's link went away (docs/routing.md#when-a-link-goes)."""
+        """A producer's link went away (docs/routing.md#when-a-link-or-connection-goes)."""
         if self.outcomes.streams:
             self.streams.incoming_lost(il)
         self.outcomes.lose_incoming(il)
 
     def lose_outgoing(self, ol: OutLink) -> None:
-        """A consumer's link went away (docs/routing.md#when-a-link-goes)."""
+        """A consumer's link went away (docs/routing.md#when-a-link-or-connection-goes)."""
         if self.sender.busy:
             self.streams.outgoing_lost(ol)
         self.outcomes.lose_outgoing(ol)

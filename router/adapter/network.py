@@ -1,7 +1,7 @@
 """Forwarding where other routers are involved: messages for addresses
 remote routers have, messages that arrived from another router, messages
 for a fallback destination, and the routing protocol's own messages
-(docs/networks.md#forwarding-across-the-network).
+(docs/networks.md#messages-across-routers).
 
 Owns choosing among local consumers and remote routers (valid origins,
 trace exclusion, cost), the data link of a message's priority, the
@@ -66,7 +66,7 @@ class NetworkForwarding:
         self.effects = pending.effects
 
     def looping(self, il: InLink, ann: RouterAnnotations) -> bool:
-        """The loop guard (docs/networks.md#loops): more hops in the trace
+        """The loop guard (docs/networks.md#the-loop-guard): more hops in the trace
         than the network's radius allows."""
         network = self.router.network
         trace = ann.trace
@@ -110,9 +110,10 @@ class NetworkForwarding:
 
     def nowhere(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
                 info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
-        """The address has no destination for the message (reference 5.5): its
+        """The address has no destination for the message
+        (docs/routing.md#when-nothing-can-receive): its
         fallback takes it, unless the message came from a fallback link
-        (reference 4.7), else it is released (dropped when pre-settled)."""
+        (docs/routing.md#fallback), else it is released (dropped when pre-settled)."""
         fallback = record.fallback
         if fallback is None or il.fallback or not fallback.has_destination:
             self.outcomes.no_destination(d, il)
@@ -126,8 +127,8 @@ class NetworkForwarding:
               phase_override: int | None = None) -> None:
         """Forward where remote routers are involved: a message for an address
         other routers have, or one that arrived from another router
-        (reference 5.3 steps 6-8, 5.4); also a message redirected to a
-        fallback destination (``phase_override``, reference 4.7)."""
+        (docs/networks.md#messages-across-routers); also a message redirected to
+        a fallback destination (``phase_override``, docs/routing.md#fallback)."""
         network = self.router.network
         if info is None:
             try:

@@ -1,4 +1,4 @@
-"""Outcomes and settlement on the per-message path (docs/routing.md#settlement).
+"""Outcomes and settlement on the per-message path (docs/routing.md#settlement-and-dispositions).
 
 Owns carrying a consumer's disposition back to the producer (anycast, with
 its details), folding multicast copies, the producer settling first, and
@@ -46,8 +46,9 @@ _LOST_UNSETTLED = LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).val
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
     """Copy a consumer's delivery state, with its details, onto the producer's
-    delivery (docs/routing.md#settlement): rejected error, modified fields, received
-    position, and the raw data of any other state (e.g. transactional)."""
+    delivery (docs/routing.md#settlement-and-dispositions): rejected error,
+    modified fields, received position, and the raw data of any other state
+    (e.g. transactional)."""
     local = pn_delivery_local(dst)
     remote = pn_delivery_remote(src)
     if state == REJECTED:
@@ -246,7 +247,7 @@ class Outcomes:
     def _copy_reported(self, f: Fanout, state: int) -> None:
         """A copy gave a terminal outcome without settling (consumer in settle
         mode "second").  Once every unsettled copy has, the producer is told
-        the folded outcome so it can settle (reference 6.2)."""
+        the folded outcome so it can settle (docs/routing.md#multicast-outcomes)."""
         f.outcome = fold_multicast(f.outcome, state)
         f.reported += 1
         self._maybe_report(f)
@@ -280,7 +281,8 @@ class Outcomes:
         self.finish(d, il, outcome)
 
     def producer_settled(self, d: Any, il: InLink) -> None:
-        """The producer settled first: pass the settlement on (reference 6.1, 6.2)."""
+        """The producer settled first: pass the settlement on
+        (docs/routing.md#settlement-and-dispositions)."""
         ref = il.unsettled.pop(d, None)
         if ref is not None:
             state = pn_delivery_remote_state(d)
@@ -312,7 +314,8 @@ class Outcomes:
     # -- links going away ----------------------------------------------------------
 
     def lose_outgoing(self, ol: OutLink) -> None:
-        """A consumer went away: every copy still routed to it ends (reference 6.4)."""
+        """A consumer went away: every copy still routed to it ends
+        (docs/routing.md#when-a-link-or-connection-goes)."""
         queue, unsettled = ol.queue, ol.unsettled
         ol.queue = deque()
         ol.unsettled = {}
@@ -347,7 +350,8 @@ class Outcomes:
             self.copy_done(ref, state)
 
     def lose_incoming(self, il: InLink) -> None:
-        """A producer went away (reference 6.4): anycast copies carry on unlinked;
+        """A producer went away (docs/routing.md#when-a-link-or-connection-goes):
+        anycast copies carry on unlinked;
         multicast copies are settled MODIFIED toward their consumers."""
         unsettled = il.unsettled
         il.unsettled = {}

@@ -101,7 +101,7 @@ class OwnLinks:
     def attach_autolink(self, effect: AttachAutoLink) -> None:
         """Attach an auto-link's link: the terminus facing the container
         carries the (external) address, the other is empty
-        (docs/brokers.md#autolinks)."""
+        (docs/brokers.md#the-life-of-an-auto-link)."""
         conn = effect.conn.handle
         if conn is None or conn.closed:
             return
@@ -210,7 +210,7 @@ class OwnLinks:
             self.dirty.add(conn)
         if not effect.null and far is not None:
             # Credit the receiving side gave before the pair opened
-            # (docs/brokers.md#link-routes).
+            # (docs/brokers.md#the-routed-pair).
             self.relay.relay_flow(far if near.receiving else near)
 
     def detach_routed(self, effect: DetachRouted) -> None:

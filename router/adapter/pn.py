@@ -1,7 +1,7 @@
 """The one place that touches python-qpid-proton's internal C binding.
 
 The data plane calls ``cproton_ffi.lib`` on raw pointers (see
-reference/python-data-plane.md: the wrapper classes cost 7-20x on the
+docs/performance.md#the-python-data-plane: the wrapper classes cost 7-20x on the
 per-message path).  That module is internal to the binding, so pyproject
 pins the binding's version; everything version-sensitive is named here.
 """

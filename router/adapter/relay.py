@@ -1,4 +1,5 @@
-"""Relaying link-routed links: the per-delivery path of a routed pair (reference 7.4).
+"""Relaying link-routed links: the per-delivery path of a routed pair
+(docs/brokers.md#the-routed-pair).
 
 Owns passing everything between the two links of a pair without parsing a
 message: each transfer with its delivery tag (refused above 32 bytes), its
@@ -105,7 +106,8 @@ class Relay:
             return
         settled = pn_delivery_settled(d)
         if settled and pn_delivery_aborted(d):
-            # proton settles an aborted transfer; the copy is aborted too (6.5).
+            # proton settles an aborted transfer; the copy is aborted too
+            # (docs/routing.md#aborted-deliveries).
             if pn_link_current(lptr) == d:
                 pn_link_advance(lptr)
             lib.pn_delivery_abort(od)
@@ -198,7 +200,7 @@ class Relay:
 
     def routed_gone(self, end: RoutedEnd) -> None:
         """``end`` was detached by its peer or lost with its connection: settle
-        what passed through it (reference 6.4, 6.5)."""
+        what passed through it (docs/routing.md#when-a-link-or-connection-goes)."""
         deliveries = end.deliveries
         end.deliveries = {}
         partner = end.partner

@@ -5,7 +5,7 @@ moving the queue on.
 Owns the outgoing side of the per-message path: delivery tags, the
 router annotations a copy gets on its way out (stripped for a client
 connection that does not keep them, this router added to the trace for
-one that does; docs/routing.md#router-annotations), pre-settled copies
+one that does; docs/routing.md#message-annotations), pre-settled copies
 shed from a full queue, and starting, resuming and ending a streamed
 copy (a message forwarded while it still arrives,
 ``router.adapter.streaming``).  What a copy's outcome means for its
@@ -165,7 +165,7 @@ class Sender:
 
     def _drop_queued_presettled(self, ol: OutLink) -> None:
         """A full queue sheds its pre-settled copies but the head
-        (docs/routing.md#sending-on-outgoing-links)."""
+        (docs/routing.md#sending-to-consumers)."""
         head = ol.queue.popleft()
         kept: deque[tuple[bytes | Stream, Ref]] = deque([head])
         for item in ol.queue:

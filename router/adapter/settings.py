@@ -84,8 +84,9 @@ class ConnectorSettings:
     link_capacity: int
     strip_in: bool
     strip_out: bool
-    # Reconnect delays (reference 3.3): after an attempt that never opened,
-    # and after an established connection dropped.
+    # Reconnect delays (docs/networks.md#connectors-back-off-and-failover):
+    # after an attempt that never opened, and after an established connection
+    # dropped.
     retry_failed_s: float
     retry_dropped_s: float
     # The back-off when any reconnect option is set (None: qdrouterd's delays),
@@ -107,7 +108,7 @@ class ConnectorSettings:
 def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
                          ) -> dict[str, Any]:
     """What listeners and connectors configure alike; inter-router and edge
-    connections never strip annotations (reference 5.7)."""
+    connections never strip annotations (docs/routing.md#message-annotations)."""
     strip = section.strip_annotations.value
     role = section.role
     if role in (Role.INTER_ROUTER, Role.EDGE):

@@ -2,8 +2,9 @@
 
 Owns what the router does with an auto-link
 (docs/brokers.md#waypoints-and-auto-links) once ``autolink.AutoLinkTable``
-decided where it goes: the attach to ask of the adapter (``AttachAutoLink``) when a connection serving it opens, a
-retry is due or one is added at run time; binding the answered link to
+decided where it goes: the attach to ask of the adapter (``AttachAutoLink``)
+when a connection serving it opens, a retry is due or one is added at run
+time; binding the answered link to
 the auto-link's address at its phase (an ``out`` link as a consumer, an
 ``in`` link as a producer); and the failure when the container detaches
 it.  A part of ``Router``, given what it needs from it as functions; pure.

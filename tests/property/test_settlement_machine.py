@@ -592,7 +592,7 @@ class SettlementMachine(RuleBasedStateMachine):
                 assert sent.failed == copy.failed, (
                     f"{sent.tag}: delivery-failed {sent.failed}, consumer set {copy.failed}")
             return
-        assert sent.failed, f"{sent.tag}: router-made MODIFIED without delivery-failed (6.4)"
+        assert sent.failed, f"{sent.tag}: router-made MODIFIED without delivery-failed"
 
     def describe(self, sent: Sent) -> str:
         parts = []
