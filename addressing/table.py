@@ -25,7 +25,7 @@ import attrs
 from addressing.errors import AddressError
 from addressing.keys import strip_address
 from addressing.patterns import PatternTable
-from addressing.spec import AddressSpec, Distribution
+from addressing.spec import AddressSpec
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +130,3 @@ class AddressTable:
             del cache[next(iter(cache))]
         cache[address] = spec
         return spec
-
-    def treatment(self, address: str, default: Distribution) -> Distribution:
-        """The distribution of the best-matching entry, else ``default``.
-
-        Args:
-            address: as for :meth:`lookup`.
-            default: the router's ``defaultDistribution``.
-        """
-        spec = self.lookup(address)
-        return default if spec is None else spec.distribution

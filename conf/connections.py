@@ -177,11 +177,6 @@ class _ConnectionHelpers:
         return port_number(self.port)
 
     @property
-    def is_ephemeral_port(self) -> bool:
-        """True when the port is 0: the system picks one when the listener binds."""
-        return self.port_number == 0
-
-    @property
     def credit_window(self) -> int:
         """The credit granted to a sender per link: ``linkCapacity``, 0 meaning the default."""
         return self.link_capacity or LINK_CAPACITY

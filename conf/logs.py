@@ -142,16 +142,3 @@ class LogSection(Section):
             default_doc=f"inherited from DEFAULT ({DEFAULT_LOG_OUTPUT})",
         ),
     )
-
-    def enabled_levels(self) -> frozenset[str] | None:
-        """The level names ``enable`` turns on, or None when inherited from DEFAULT."""
-        if self.enable is None:
-            return None
-        levels: set[str] = set()
-        for word in _split_levels(self.enable):
-            level = word.lower()
-            if level.endswith("+"):
-                levels.update(LOG_LEVELS[LOG_LEVELS.index(level[:-1]) :])
-            elif level != "none":
-                levels.add(level)
-        return frozenset(levels)

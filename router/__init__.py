@@ -3,7 +3,7 @@
 ``router.core`` is the pure routing core, ``router.adapter`` drives proton,
 ``router.cli`` holds the commands.  For applications: ``router.peer`` embeds
 a router joined to a peer group (``router.embedded``), ``router.discover``
-finds the routers of a group for a client (``router.discovery``).
+finds the routers of a group for a client (``router.client_discovery``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from router.discovery import discover
+    from router.client_discovery import discover
     from router.embedded import peer
 
 __version__ = "0.1.0"
@@ -29,6 +29,6 @@ def __getattr__(name: str) -> object:
         from router.embedded import peer
         return peer
     if name == "discover":
-        from router.discovery import discover
+        from router.client_discovery import discover
         return discover
     raise AttributeError(f"module 'router' has no attribute {name!r}")

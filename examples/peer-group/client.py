@@ -23,7 +23,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 import router as hop
-from router.discovery import Discovered
+from router.client_discovery import Discovered
 
 DEFAULT_URL = ("discovery://(multicast://demo?interface=127.0.0.1)"
                "?initialReconnectDelay=100&maxReconnectDelay=2000")

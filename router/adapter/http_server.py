@@ -59,7 +59,6 @@ class HttpServer:
         self._metrics_type = metrics_type
         self._clock = loop.clock
         self.conns: dict[int, tuple[_HttpConn, Listener]] = {}
-        self.served = 0
         self._next_tick = 0.0
 
     # -- sockets ----------------------------------------------------------------
@@ -162,7 +161,6 @@ class HttpServer:
             body = self._metrics()
             self._send(conn, 200, body if method == b"GET" else b"", self._metrics_type,
                        length=len(body))
-            self.served += 1
         elif path == b"/healthz" and settings.healthz:
             ok = not self._loop.stopping
             body = b"OK\n" if ok else b"shutting down\n"

@@ -269,8 +269,8 @@ class Vhosts(ReadOnly):
     def _install(self, section: conf.VhostSection) -> Changed:
         try:
             vhost = vhost_from_section(section, policy_log.warning)
-        except ValueError as error:
-            raise ManagementError(400, str(error)) from None
+        except conf.ConfError as error:
+            raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
         self._policy.set_vhost(vhost)
         self._sections[section.hostname] = section
         return Changed(row=self._row(section))

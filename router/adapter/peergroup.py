@@ -5,7 +5,7 @@ makes to the peers it hears.
 Owns the UDP socket (joined to the group's multicast address on one
 interface, so a router announcing 127.0.0.1 stays on loopback), sending a
 beacon every ``announceInterval``, feeding what arrives to
-``router.core.discovery.PeerTable``, and turning its live peers into
+``router.core.beacons.PeerTable``, and turning its live peers into
 connectors: one per peer this side is to connect to (the pairing rule),
 let go once the peer's beacons expired and its connection is gone.
 """
@@ -25,7 +25,7 @@ from router.adapter.loop import EventLoop
 from router.adapter.ports import ConnectorControl
 from router.adapter.settings import connector_settings
 from router.core import Role
-from router.core.discovery import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
+from router.core.beacons import MAX_BEACON, Beacon, BeaconError, Ignored, PeerTable
 from router.core.reconnect import ReconnectPolicy
 
 __all__ = ["DiscoverySettings", "PeerDiscovery", "PeerGroup"]

@@ -425,7 +425,7 @@ class RouterLink:
     (docs/networks.md#inter-router-connections).
     """
 
-    __slots__ = ("conn", "control", "control_in", "cost", "data", "data_in", "link_id", "peer",
+    __slots__ = ("conn", "control", "cost", "data", "link_id", "peer",
                  "ready")
 
     def __init__(self, link_id: int, conn: Connection, cost: int) -> None:
@@ -434,9 +434,7 @@ class RouterLink:
         self.cost = cost
         self.peer: str | None = None
         self.control: OutLink | None = None
-        self.control_in: InLink | None = None
         self.data: list[OutLink | None] = [None] * PRIORITIES
-        self.data_in = 0
         self.ready = False
 
     def data_link(self, priority: int) -> OutLink | None:

@@ -485,7 +485,6 @@ class Router:
         link.router_link = rlink
         link.control = True
         link.transit = True
-        rlink.control_in = link
         conn.in_links[link.link_id] = link
         return link, []
 
@@ -508,7 +507,6 @@ class Router:
         link = InLink(self._link_id(), conn, name=name, address=None, record=None, handle=handle)
         link.router_link = rlink
         link.transit = True
-        rlink.data_in += 1
         conn.in_links[link.link_id] = link
         return link
 

@@ -205,14 +205,12 @@ class Agent:
         self.sources = dict(sources)
         self.mgmt_nodes = mgmt_nodes
         self.log_records = log_records
-        self.requests = 0
         self.failures = 0
 
     # -- the entry point ---------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
         """Carry out ``request``; never raises for a bad request."""
-        self.requests += 1
         try:
             response = self._handle(request)
         except ManagementError as error:

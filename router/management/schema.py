@@ -86,10 +86,6 @@ class EntityType:
         return PREFIX + self.name if self.prefixed else self.name
 
 
-def _i(name: str, description: str, *, graph: bool = True) -> Attribute:
-    return Attribute(name=name, type="integer", description=description, graph=graph)
-
-
 def _s(name: str, description: str) -> Attribute:
     return Attribute(name=name, type="string", description=description)
 

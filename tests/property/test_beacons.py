@@ -7,7 +7,7 @@ import contextlib
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from router.core.discovery import Beacon, BeaconError, PeerTable
+from router.core.beacons import Beacon, BeaconError, PeerTable
 
 VALID = Beacon(group="g", router_id="B", host="127.0.0.1", port=5673).encode(b"k")
 

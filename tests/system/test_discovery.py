@@ -15,7 +15,7 @@ from proton import Delivery
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from router.discovery import Discovered, DiscoveryError, discover
+from router.client_discovery import Discovered, DiscoveryError, discover
 from tests.system.clients import connect, deliver_across, pump, send_async
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, wait_for

@@ -190,11 +190,6 @@ class MobileAddressUpdate:
     hints: tuple[int, ...] = attrs.field(default=(), converter=_ints)
     exist: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_strings)
 
-    @property
-    def is_absolute(self) -> bool:
-        """True for the absolute form (``exist`` present)."""
-        return self.exist is not None
-
     def __repr__(self) -> str:
         if self.exist is not None:
             body = f"exist={_list(self.exist)}"

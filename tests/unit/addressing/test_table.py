@@ -37,14 +37,6 @@ def test_local_and_topo_forms_are_matched_whole() -> None:
     assert table.lookup("temp.x") is None
 
 
-def test_treatment_falls_back_to_the_default() -> None:
-    table = AddressTable()
-    table.add(AddressSpec(prefix="mc", distribution=Distribution.MULTICAST))
-    assert table.treatment("mc.1", Distribution.BALANCED) is Distribution.MULTICAST
-    assert table.treatment("other", Distribution.BALANCED) is Distribution.BALANCED
-    assert table.treatment("other", Distribution.UNAVAILABLE) is Distribution.UNAVAILABLE
-
-
 def test_add_returns_the_stored_pattern() -> None:
     table = AddressTable()
     assert table.add(AddressSpec(prefix="/a.b/")) == "a.b/#"

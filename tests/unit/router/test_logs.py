@@ -55,3 +55,55 @@ def test_without_log_sections_modules_log_as_the_conf_says_default_does(
     enabled = logs.parse_enable(conf.DEFAULT_LOG_ENABLE)
     for level in logs.LEVELS.values():
         assert bool(handler.filter(record(level))) is (level in enabled)
+
+
+def _loggers_in(module: str) -> set[str]:
+    """The loggers a module makes: its own (``__name__``) and its children."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    origin = Path(spec.origin)
+    if origin.name == "__init__.py":
+        return {module}
+    text = origin.with_suffix(".py").read_text()
+    found = {module} if "getLogger(__name__)" in text else set()
+    found.update(f"{module}.{child}" for child in re.findall(r'getChild\("(\w+)"\)', text))
+    return found
+
+
+def test_the_module_map_names_only_loggers_that_exist() -> None:
+    """Every logger prefix of a qdrouterd module is a package, or a module
+    that logs under that name (its own logger or a child of it)."""
+    import importlib.util
+
+    from router.logs import MODULE_LOGGERS
+
+    def is_module(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a child of a module, not of a package
+            return False
+
+    for module, prefixes in MODULE_LOGGERS.items():
+        for prefix in prefixes:
+            if is_module(prefix):
+                assert prefix in _loggers_in(prefix), f"{module}: {prefix} logs nothing"
+                continue
+            parent = prefix.rpartition(".")[0]
+            assert prefix in _loggers_in(parent), f"{module}: no logger {prefix}"
+
+
+def test_every_logger_is_named_after_its_module() -> None:
+    """No module names its logger with a literal that could drift from its name."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    for package in ("router", "addressing", "linkroute", "autolink", "conf", "spark"):
+        for path in (root / package).rglob("*.py"):
+            text = path.read_text()
+            literal = re.search(r'getLogger\("([\w.]+)"\)', text)
+            assert literal is None, f"{path.relative_to(root)}: getLogger({literal.group(1)!r})"

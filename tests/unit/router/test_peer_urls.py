@@ -7,7 +7,7 @@ import pytest
 
 import conf
 from conf import Role
-from router.discovery import DiscoveryError, parse_discovery_url
+from router.client_discovery import DiscoveryError, parse_discovery_url
 from router.embedded import PeerError, peer_conf
 
 

@@ -44,7 +44,7 @@ from proton import Connection
 from proton.reactor import Backoff, Container
 
 from conf import DiscoverySection, parse_boolean
-from router.core.discovery import MAX_BEACON, BeaconError, PeerTable
+from router.core.beacons import MAX_BEACON, BeaconError, PeerTable
 
 __all__ = ["Discovered", "DiscoveryError", "DiscoveryUrl", "discover", "parse_discovery_url"]
 

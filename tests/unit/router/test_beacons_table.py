@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.discovery import Beacon, BeaconError, Ignored, PeerTable, connects_to
+from router.core.beacons import Beacon, BeaconError, Ignored, PeerTable, connects_to
 
 B = Beacon(group="g", router_id="B", host="127.0.0.1", port=5673, instance=7)
 
