@@ -308,17 +308,19 @@ class Forwarder:
                    keys: bool) -> None:
         """One copy to each local consumer; ``keys`` as ``route`` found it, so
         that no copy scans the message again for router annotations."""
-        send = self.sender.send
+        # A method of a compiled class called through a local bound method is
+        # a Python-level call; through the object it is a direct C call.
+        sender = self.sender
         if d is None:
             self.credit_dirty.add(il)
             for ol in consumers:
-                send(ol, data, None, keys)
+                sender.send(ol, data, None, keys)
             return
         f = Fanout(d, il)
         f.pending = len(consumers)
         il.unsettled[d] = f
         for ol in list(consumers):
-            send(ol, data, f, keys)
+            sender.send(ol, data, f, keys)
 
     # -- credit -------------------------------------------------------------------
 

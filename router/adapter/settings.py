@@ -16,6 +16,11 @@ from router.core.policy import UNLIMITED, GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 
+#: The most sessions a connection may have (AMQP 1.0 section 2.7.1: channel
+#: numbers are 16-bit; qdrouterd caps maxSessions at 32768).
+MAX_SESSIONS = 32768
+
+
 class SaslError(Exception):
     """A SASL setting that cannot be used (exit status 2 at start-up)."""
 
@@ -121,7 +126,9 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
         "sasl_mechanisms": section.sasl_mechanisms or "ANONYMOUS",
         "idle_timeout_s": section.idle_timeout_seconds,
         "max_frame_size": section.max_frame_size,
-        "max_sessions": section.max_sessions,
+        # 0, or more than AMQP's channel numbers allow, means as many as allowed.
+        "max_sessions": section.max_sessions if 0 < section.max_sessions <= MAX_SESSIONS
+        else MAX_SESSIONS,
         "policy_vhost": section.policy_vhost,
         "max_session_frames": section.max_session_frames,
         "link_capacity": section.credit_window,

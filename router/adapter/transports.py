@@ -83,7 +83,7 @@ class Transports:
                           strip_out=s.strip_out, name=s.name)
         transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
         transport.max_frame_size = s.max_frame_size
-        transport.channel_max = max(0, min(s.max_sessions, 32768) - 1)
+        transport.channel_max = s.max_sessions - 1
         if s.idle_timeout_s:
             transport.idle_timeout = float(s.idle_timeout_s)
         sasl: SASL = transport.sasl()

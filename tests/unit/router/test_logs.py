@@ -68,7 +68,7 @@ def _loggers_in(module: str) -> set[str]:
     origin = Path(spec.origin)
     if origin.name == "__init__.py":
         return {module}
-    text = origin.with_suffix(".py").read_text()
+    text = origin.with_name(module.rpartition(".")[2] + ".py").read_text()  # compiled or not
     found = {module} if "getLogger(__name__)" in text else set()
     found.update(f"{module}.{child}" for child in re.findall(r'getChild\("(\w+)"\)', text))
     return found

@@ -94,6 +94,17 @@ def test_a_link_capacity_of_zero_means_the_default() -> None:
     assert settings.link_capacity == conf.LINK_CAPACITY
 
 
+@pytest.mark.parametrize(("written", "used"), [(0, 32768), (1, 1), (32768, 32768),
+                                              (100000, 32768)])
+def test_max_sessions_of_zero_or_too_many_means_as_many_as_allowed(written: int,
+                                                                   used: int) -> None:
+    """As the conf documents maxSessions; 0 used to give a channel-max of 0,
+    one session only."""
+    assert listener_settings(listener(max_sessions=written)).max_sessions == used
+    assert connector_settings(conf.ConnectorSection(
+        host="127.0.0.1", port="5672", max_sessions=written)).max_sessions == used
+
+
 def test_a_connection_role_read_from_the_conf_is_the_core_s_role() -> None:
     cfg = conf.parse("connector {\n    role: route-container\n}\n", "hopd.conf")
     [section] = cfg.connectors
