@@ -15,7 +15,6 @@ from router.core import Role
 from router.core.policy import UNLIMITED, GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
-
 #: The most sessions a connection may have (AMQP 1.0 section 2.7.1: channel
 #: numbers are 16-bit; qdrouterd caps maxSessions at 32768).
 MAX_SESSIONS = 32768
