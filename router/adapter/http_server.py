@@ -63,19 +63,10 @@ class HttpServer:
 
     # -- sockets ----------------------------------------------------------------
 
-    def accept(self, listener: Listener) -> None:
-        while True:
-            try:
-                sock, _ = listener.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except ConnectionAbortedError:
-                continue
-            # Other failures (out of descriptors) raise: the engine pauses the listener.
-            listener.backoff.succeeded(self._clock())
-            sock.setblocking(False)
-            self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
-            self._loop.add(sock.fileno(), READ, self.ready)
+    def adopt(self, sock: socket.socket, listener: Listener) -> None:
+        """Serve an accepted (non-blocking) socket of an HTTP listener."""
+        self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
+        self._loop.add(sock.fileno(), READ, self.ready)
 
     def ready(self, fd: int, mask: int) -> None:
         """I/O on one of the HTTP connections."""

@@ -88,10 +88,7 @@ class Listeners:
     def _ready(self, fd: int, _mask: int) -> None:
         listener = self.listeners[fd]
         try:
-            if listener.settings.http:
-                self.http.accept(listener)
-            else:
-                self._accept(listener)
+            self._accept(listener)
         except OSError as exc:
             self._pause(listener, exc)
 
@@ -106,6 +103,10 @@ class Listeners:
             except ConnectionAbortedError:
                 continue
             accepted(listener, self.clock())
+            if listener.settings.http:
+                sock.setblocking(False)
+                self.http.adopt(sock, listener)
+                continue
             denied = self.policy.socket_accepted()
             if denied is not None:
                 policy_log.info("DENY Connection '%s' based on %s", addr[0], denied.reason)

@@ -25,11 +25,11 @@ class SaslError(Exception):
 
 
 @attrs.frozen(kw_only=True)
-class ListenerSettings:
-    """What one listener binds to and gives the connections it accepts.
+class ConnectionSettings:
+    """What a listener's and a connector's connections have alike.
 
-    Made by ``listener_settings`` from a ``listener`` section, whose schema
-    holds the defaults: no field has one here.
+    Made from a ``listener`` or ``connector`` section, whose schema holds
+    the defaults: no field has one here.
     """
 
     name: str | None
@@ -38,28 +38,19 @@ class ListenerSettings:
     role: Role
     cost: int
     sasl_mechanisms: str
-    authenticate_peer: bool
-    require_encryption: bool
-    #: PLAIN and the like on connections without TLS.
-    allow_insecure_mechanisms: bool
-    #: Cyrus SASL configuration (router ``saslConfigDir``/``saslConfigName``).
-    sasl_config_dir: str | None
-    sasl_config_name: str
     idle_timeout_s: int
     initial_handshake_timeout_s: int
     max_frame_size: int
+    #: Sessions per connection, 1 to ``MAX_SESSIONS``.
     max_sessions: int
     max_session_frames: int
     link_capacity: int
     strip_in: bool
     strip_out: bool
-    #: Announced to clients in OPEN (``failover-server-list``).
+    #: Peers to try in order (a connector), or announced to clients in OPEN
+    #: (a listener's ``failover-server-list``).
     failover: tuple[Endpoint, ...]
-    #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
-    http: bool
-    metrics: bool
-    healthz: bool
-    #: The proton SSL domain (``router.adapter.tls``) when the listener has an sslProfile.
+    #: The proton SSL domain (``router.adapter.tls``) when there is an sslProfile.
     tls: Any
     #: The vhost whose policy applies to its connections (``policyVhost``).
     policy_vhost: str | None
@@ -68,45 +59,38 @@ class ListenerSettings:
 
 
 @attrs.frozen(kw_only=True)
-class ConnectorSettings:
-    """Where one connector connects and what its connection uses.
+class ListenerSettings(ConnectionSettings):
+    """What one listener binds to and gives the connections it accepts
+    (``listener_settings``)."""
 
-    Made by ``connector_settings`` from a ``connector`` section, whose schema
-    holds the defaults: no field has one here.
-    """
+    authenticate_peer: bool
+    require_encryption: bool
+    #: PLAIN and the like on connections without TLS.
+    allow_insecure_mechanisms: bool
+    #: Cyrus SASL configuration (router ``saslConfigDir``/``saslConfigName``).
+    sasl_config_dir: str | None
+    sasl_config_name: str
+    #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
+    http: bool
+    metrics: bool
+    healthz: bool
 
-    name: str | None
-    host: str
-    port: int
-    role: Role
-    cost: int
-    sasl_mechanisms: str
-    idle_timeout_s: int
-    max_frame_size: int
-    max_sessions: int
-    max_session_frames: int
-    link_capacity: int
-    strip_in: bool
-    strip_out: bool
+
+@attrs.frozen(kw_only=True)
+class ConnectorSettings(ConnectionSettings):
+    """Where one connector connects and what its connection uses
+    (``connector_settings``)."""
+
     # Reconnect delays (docs/networks.md#connectors-back-off-and-failover):
     # after an attempt that never opened, and after an established connection
     # dropped.
     retry_failed_s: float
     retry_dropped_s: float
-    # The back-off when any reconnect option is set (None: qdrouterd's delays),
-    # and further peers to try in order.
+    # The back-off when any reconnect option is set (None: qdrouterd's delays).
     reconnect: ReconnectPolicy | None
-    failover: tuple[Endpoint, ...]
-    initial_handshake_timeout_s: int
-    #: The proton SSL domain when the connector has an sslProfile.
-    tls: Any
     #: SASL credentials the connector authenticates with.
     sasl_username: str | None
     sasl_password: str | None
-    #: The vhost whose policy applies to its connections (``policyVhost``).
-    policy_vhost: str | None
-    #: The conf section these settings came from (shown by management).
-    section: Any
 
 
 def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection

@@ -277,10 +277,14 @@ def _stream_across(consumer: StreamConsumer, producer: BlockingConnection,
 
 
 def test_a_large_management_request_is_refused(hop: Hop) -> None:
+    """A request that streams (it arrives in more wake-ups than one) is
+    refused: the agent takes whole messages only.  1 MB cannot arrive whole
+    in the two wake-ups that read up to 64 KiB and then 256 KiB; 300 kB,
+    sent fast enough, sometimes did and was served."""
     conn = connect(hop.url)
     sender = conn.create_sender("$management")
     wait_credit(conn, sender, 250)
-    request = Message(body=b"x" * 300_000, reply_to="nowhere",
+    request = Message(body=b"x" * 1_000_000, reply_to="nowhere",
                       properties={"operation": "QUERY", "type": "org.amqp.management"})
     delivery = sender.link.send(request)
     conn.wait(lambda: delivery.settled, timeout=10)
