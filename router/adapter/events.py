@@ -22,6 +22,7 @@ from router.adapter.attaching import Attaching
 from router.adapter.connections import Conn
 from router.adapter.connectors import Connectors
 from router.adapter.effects import Effects
+from router.adapter.endpoints import set_condition
 from router.adapter.forwarder import Forwarder
 from router.adapter.links import Links
 from router.adapter.management import ManagementNode
@@ -243,9 +244,8 @@ class Events:
                             il.conn.conn_id, il.link_id, il.conn.max_message_size, conn.peer)
             lptr = il.handle
             if lptr is not None and lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
-                cond = lib.pn_link_condition(lptr)
-                lib.pn_condition_set_name(cond, b"amqp:link:message-size-exceeded")
-                lib.pn_condition_set_description(cond, b"Message size exceeded")
+                set_condition(lib.pn_link_condition(lptr), "amqp:link:message-size-exceeded",
+                              "Message size exceeded")
                 lib.pn_link_close(lptr)
             if not conn.closed:
                 self.transports.close_connection(conn, "Message size exceeded")

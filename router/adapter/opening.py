@@ -22,6 +22,7 @@ from router.adapter.endpoints import (
     new_session,
     open_router_link,
     remote_condition,
+    set_condition,
     set_window,
 )
 from router.adapter.pn import lib, to_str
@@ -190,9 +191,7 @@ class Opening:
 
 
 def _refuse(cptr: Any, denied: Denied) -> None:
-    cond = lib.pn_connection_condition(cptr)
-    lib.pn_condition_set_name(cond, denied.condition.encode())
-    lib.pn_condition_set_description(cond, denied.description.encode())
+    set_condition(lib.pn_connection_condition(cptr), denied.condition, denied.description)
     lib.pn_connection_close(cptr)
 
 

@@ -120,6 +120,7 @@ class Sender:
         if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
             data = self.egress_annotations(ol, data)
         lptr = ol.handle
+        # ``_delivery`` inline: this runs once per copy.
         self._next_tag += 1
         self._tag[0] = self._next_tag
         od = pn_delivery(lptr, self._tag_bytes)

@@ -23,6 +23,7 @@ from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
 
 from router.adapter.connections import Conn, Connector, Settings, open_properties, symbols
+from router.adapter.endpoints import set_condition
 from router.adapter.loop import READ, WRITE, EventLoop
 from router.adapter.pending import Pending
 from router.adapter.pn import ffi, lib
@@ -246,9 +247,8 @@ class Transports:
         s = conn.settings
         if (not conn.opened and s.initial_handshake_timeout_s
                 and now - conn.started > s.initial_handshake_timeout_s):
-            cond = lib.pn_transport_condition(conn.tptr)
-            lib.pn_condition_set_name(cond, b"amqp:not-allowed")
-            lib.pn_condition_set_description(cond, b"Timeout waiting for initial handshake")
+            set_condition(lib.pn_transport_condition(conn.tptr), "amqp:not-allowed",
+                          "Timeout waiting for initial handshake")
             log.info("[C%d] Timeout waiting for initial handshake from %s",
                      conn.core.conn_id, conn.peer)
             conn.opened = True  # report once
@@ -268,9 +268,7 @@ class Transports:
         what it held is settled as for any lost connection."""
         if conn.closed:
             return
-        cond = lib.pn_connection_condition(conn.cptr)
-        lib.pn_condition_set_name(cond, b"amqp:connection:forced")
-        lib.pn_condition_set_description(cond, why.encode())
+        set_condition(lib.pn_connection_condition(conn.cptr), "amqp:connection:forced", why)
         lib.pn_connection_close(conn.cptr)
         # A peer that never answers the close loses its socket a little later.
         conn.deadline = self.clock() + _CLOSE_GRACE_S
