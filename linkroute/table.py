@@ -212,9 +212,19 @@ class LinkRouteTable(Generic[P]):
             self._serve(route, peer, gained)
         return gained
 
-    def _serve(self, route: LinkRoute[P], peer: P, gained: list[RouteEntry[P]]) -> None:
+    def serve_only(self, route: LinkRoute[P], peer: P) -> list[RouteEntry[P]]:
+        """A link route that ``peer`` alone serves (one made over that
+        connection, whose spec names no container): returns the entry when it
+        gained its first destination."""
+        gained: list[RouteEntry[P]] = []
+        self._serve(route, peer, gained, scoped=True)
+        return gained
+
+    def _serve(self, route: LinkRoute[P], peer: P, gained: list[RouteEntry[P]],
+               scoped: bool = False) -> None:
         spec = route.spec
-        if not serves(peer, container_id=spec.container_id, connection=spec.connection):
+        if not scoped and not serves(peer, container_id=spec.container_id,
+                                     connection=spec.connection):
             return
         route.peers.append(peer)
         entry = self._entry(route.pattern, spec.direction)
@@ -223,7 +233,8 @@ class LinkRouteTable(Generic[P]):
                 gained.append(entry)
             entry.rotation.append(peer)
         where = f"connection {spec.connection}" if spec.connection is not None \
-            else f"container {spec.container_id}"
+            else f"container {spec.container_id}" if spec.container_id is not None \
+            else "the connection that made it"
         log.info("Link Route Activated '%s' on %s", route.label, where)
 
     def remove(self, route: LinkRoute[P]) -> list[RouteEntry[P]]:

@@ -54,7 +54,7 @@ from router.adapter.stats import RouterStats
 from router.adapter.sweep import Sweep
 from router.adapter.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.transports import Transports
-from router.core import Role, Router
+from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.service import ServiceError
 
@@ -107,8 +107,10 @@ def build_engine(*, core: Router, router_id: str,
     own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
     opening = Opening(core, router_id, policy, profiles, transports.by_connection,
                       transports.by_transport, clock)
-    attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock)
-    effects = Effects(own, forwarder.sender, forwarder.outcomes)
+    attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock,
+                          forwarder.sender.outgoing_flow)
+    effects = Effects(own, forwarder, lambda conn, why: _close(transports, conn, why),
+                      attaching.lookup_answered)
     stats = RouterStats(core=core, router_id=router_id, section=section,
                         connections=transports, links=links, counters=forwarder.counters,
                         clock=clock)
@@ -136,6 +138,12 @@ def build_engine(*, core: Router, router_id: str,
                   shutdown_grace_s=shutdown_grace_s)
 
 
+def _close(transports: Transports, conn: Connection, why: str) -> None:
+    """Close ``conn`` from this side (the core asked: an edge went silent)."""
+    if conn.handle is not None:
+        transports.close_connection(conn.handle, why)
+
+
 def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener]:
     """Open every listening socket; raises OSError if one cannot listen."""
     return [engine.listeners.listen(settings) for settings in listeners]
@@ -157,7 +165,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
     instance = int(time.time())
     core = Router(router_id=router_id, addresses=table,
                   default_distribution=r.default_distribution, token=random_token,
-                  interior=mode == "interior", instance=instance,
+                  interior=mode == "interior", edge=mode == "edge", instance=instance,
                   timers={"hello_interval_s": r.hello_interval_seconds,
                           "hello_max_age_s": r.hello_max_age_seconds,
                           "ra_interval_s": r.ra_interval_seconds,

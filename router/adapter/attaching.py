@@ -17,7 +17,16 @@ from typing import Any
 
 from linkroute import Detach
 from router.adapter.connections import Conn
-from router.adapter.endpoints import attach, capabilities, close_link, refuse_link, router_link
+from router.adapter.endpoints import (
+    attach,
+    capabilities,
+    close_link,
+    dynamic_route_address,
+    facing_address,
+    refuse_link,
+    resumable,
+    router_link,
+)
 from router.adapter.links import Links
 from router.adapter.ownlinks import OwnLinks
 from router.adapter.pending import Pending
@@ -25,7 +34,9 @@ from router.adapter.pn import lib, to_str
 from router.core import (
     Effect,
     InLink,
+    LookupAnswered,
     OutLink,
+    Role,
     RoutedEnd,
     Router,
     describe_counters,
@@ -73,11 +84,14 @@ class Attaching:
         pending: the wake-up's shared work (senders whose credit to look at).
         by_connection: the adapter connection of a proton connection.
         clock: monotonic clock (seconds).
+        flowed: reads the credit a consumer gave (for an attach held while
+            its credit arrived).
     """
 
     def __init__(self, router: Router, links: Links, own: OwnLinks, policy: Policy,
                  pending: Pending, by_connection: dict[Any, Conn],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float],
+                 flowed: Callable[[OutLink], None] | None = None) -> None:
         self.router = router
         self.links = links
         self.own = own
@@ -85,6 +99,10 @@ class Attaching:
         self.credit_dirty = pending.credit
         self.by_connection = by_connection
         self.clock = clock
+        self.flowed = flowed
+        #: Client attaches an edge router holds while its interior is asked
+        #: whether they are link-routed.
+        self.parked: dict[Any, Conn] = {}
 
     def _conn_of(self, lptr: Any) -> Conn | None:
         return self.by_connection.get(lib.pn_session_connection(lib.pn_link_session(lptr)))
@@ -99,6 +117,13 @@ class Attaching:
         routed = self.links.table.get(lptr)
         if type(routed) is RoutedEnd:
             return self.own.routed_answered(routed, lptr)
+        if routed is not None:
+            # The peer answered one of the router's own links (an uplink's).
+            assert not isinstance(routed, RoutedEnd)
+            remote = lib.pn_link_remote_target(lptr) if lib.pn_link_is_sender(lptr) \
+                else lib.pn_link_remote_source(lptr)
+            return self.router.own_link_answered(routed,
+                                                 to_str(lib.pn_terminus_get_address(remote)))
         autolink = self.own.attaching.pop(lptr, None)
         if autolink is not None:
             link, effects = self.own.autolink_answered(autolink, lptr, now)
@@ -122,12 +147,72 @@ class Attaching:
                 self.links.policy_links.add(lptr)
             if conn.core.max_message_size < NO_SIZE_LIMIT and lib.pn_link_is_receiver(lptr):
                 lib.pn_link_set_max_message_size(lptr, conn.core.max_message_size)
-            decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
-            link = getattr(decision, "link", None)
+            asking = self._ask_interior(conn, lptr, now)
+            if asking is not None:
+                self.parked[lptr] = conn
+                return asking
+            return self._attach(conn, lptr, now)
+        self._served(lptr, link)
+        return effects
+
+    def _attach(self, conn: Conn, lptr: Any, now: float) -> list[Effect]:
+        """Let the core decide a peer's attach, and serve the link it binds."""
+        decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
+        self._served(lptr, getattr(decision, "link", None))
+        return effects
+
+    def _served(self, lptr: Any, link: object) -> None:
         if isinstance(link, (InLink, OutLink, RoutedEnd)):
             self.links.add(lptr, link)
             if isinstance(link, InLink) and not link.blocked:
                 self.credit_dirty.add(link)
+
+    # -- an edge router's link-route lookups ----------------------------------------------
+
+    def _ask_interior(self, conn: Conn, lptr: Any, now: float) -> list[Effect] | None:
+        """On an edge router, the effects that ask the interior whether a
+        client's attach is link-routed (docs/networks.md#link-routes-through-an-edge);
+        None to decide it at once."""
+        if self.router.uplink is None or conn.core.role is Role.EDGE:
+            return None
+        receiving = bool(lib.pn_link_is_receiver(lptr))
+        facing = lib.pn_link_remote_target(lptr) if receiving \
+            else lib.pn_link_remote_source(lptr)
+        address = dynamic_route_address(facing) or facing_address(facing)
+        if not address:
+            return None
+        return self.router.edge_lookup(lptr, address, receiving, now)
+
+    def lookup_answered(self, answer: LookupAnswered) -> list[Effect]:
+        """The interior answered (or could not): decide the held attach."""
+        lptr = answer.handle
+        conn = self.parked.pop(lptr, None)
+        if conn is None or conn.closed:
+            return []
+        now = self.clock()
+        uplink = self.router.uplink
+        if not answer.link_route or uplink is None or uplink.active is None:
+            effects = self._attach(conn, lptr, now)
+            link = self.links.table.get(lptr)
+            if isinstance(link, OutLink) and self.flowed is not None \
+                    and lib.pn_link_credit(lptr) > 0:
+                self.flowed(link)  # credit given while the attach was held
+            return effects
+        if not answer.destinations:
+            log.info("[%r] Link attach refused: the interior's link route has no destination",
+                     conn.core)
+            refuse_link(lptr, "qd:no-route-to-dest", "No route to the destination node")
+            return []
+        receiving = bool(lib.pn_link_is_receiver(lptr))
+        facing = lib.pn_link_remote_target(lptr) if receiving \
+            else lib.pn_link_remote_source(lptr)
+        address = dynamic_route_address(facing) or facing_address(facing) or ""
+        near, effects = self.router.link_routing.forward_direct(
+            conn.core, uplink.active, name=to_str(lib.pn_link_name(lptr)) or "",
+            address=address, receiving=receiving, resumable=resumable(facing), handle=lptr)
+        log.info("[%r][L%d] Link-routed attach through the uplink: dir=%s address=%s",
+                 conn.core, near.link_id, "in" if receiving else "out", address)
+        self._served(lptr, near)
         return effects
 
     def _policy_attach(self, conn: Conn, lptr: Any) -> Denied | None:
@@ -145,6 +230,7 @@ class Attaching:
 
     def link_lost(self, lptr: Any, why: str) -> list[Effect]:
         """The peer detached a link, or ended its session."""
+        self.parked.pop(lptr, None)
         links = self.links
         if lptr in links.policy_links:
             links.policy_links.discard(lptr)

@@ -12,20 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
-from router.adapter.outcomes import Outcomes
+from router.adapter.forwarder import Forwarder
 from router.adapter.ownlinks import OwnLinks
 from router.adapter.pending import Pending
-from router.adapter.sending import Sender
 from router.core import (
     AnswerAttach,
     AttachAutoLink,
+    AttachOwnLink,
     BlockSender,
+    CloseConnection,
+    Connection,
     DetachAutoLink,
+    DetachOwnLink,
     DetachRouted,
     Effect,
     ForwardAttach,
+    LookupAnswered,
+    RouteMessage,
     Router,
     SendFrame,
+    SendOnLink,
+    Transfer,
     UnblockSender,
 )
 
@@ -35,14 +42,21 @@ class Effects:
 
     Args:
         own: attaches and detaches the router's own links.
-        sender: sends the routing protocol's frames.
-        outcomes: withdraws and restores senders' credit.
+        forwarder: sends the routing protocol's frames and the router's own
+            messages, withdraws and restores senders' credit.
+        close: closes a connection from this side, saying why.
+        resume: goes on with a client attach an edge's lookup held.
     """
 
-    def __init__(self, own: OwnLinks, sender: Sender, outcomes: Outcomes) -> None:
+    def __init__(self, own: OwnLinks, forwarder: Forwarder,
+                 close: Callable[[Connection, str], None],
+                 resume: Callable[[LookupAnswered], list[Effect]]) -> None:
         self.own = own
-        self.sender = sender
-        self.outcomes = outcomes
+        self.forwarder = forwarder
+        self.sender = forwarder.sender
+        self.outcomes = forwarder.outcomes
+        self.close = close
+        self.resume = resume
 
     def apply(self, effects: list[Effect]) -> None:
         """Carry out ``effects`` in order (and what they lead to)."""
@@ -68,6 +82,21 @@ class Effects:
                     self.own.answer_attach(effect)
                 case DetachRouted():
                     self.own.detach_routed(effect)
+                case AttachOwnLink():
+                    self.own.attach_own(effect)
+                case DetachOwnLink():
+                    self.own.detach_own(effect.link)
+                case SendOnLink():
+                    if effect.link.handle is not None:
+                        # Unsettled: an outcome that goes nowhere.
+                        ref = None if effect.settled else Transfer(None, self.forwarder.own)
+                        self.sender.send(effect.link, effect.data, ref)
+                case RouteMessage():
+                    self.forwarder.route_own(effect.data)
+                case CloseConnection():
+                    self.close(effect.conn, effect.description)
+                case LookupAnswered():
+                    self.apply(self.resume(effect))
                 case _:
                     assert_never(effect)
 

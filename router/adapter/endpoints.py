@@ -246,7 +246,7 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
             _refuse(conn, lptr, name, CONNECTION_ROLE, local)
             return CONNECTION_ROLE, []
     if receiver:
-        decision = router.incoming_link_attached(
+        decision, effects = router.incoming_link_attached(
             conn,
             name=name,
             address=to_str(lib.pn_terminus_get_address(rtarget)),
@@ -254,6 +254,7 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
             capabilities=caps,
             coordinator=lib.pn_terminus_get_type(rtarget) == lib.PN_COORDINATOR,
             handle=lptr,
+            now=now,
         )
     else:
         decision, effects = router.outgoing_link_attached(

@@ -227,6 +227,7 @@ class Events:
         the peer's transfers were already on their way): nothing forwarded it,
         so the producer is told RELEASED."""
         if lib.pn_link_is_receiver(lib.pn_delivery_link(d)) and not lib.pn_delivery_settled(d):
+            log.debug("delivery on a link no longer served: released")
             settle_with(d, RELEASED)
         else:
             lib.pn_delivery_settle(d)

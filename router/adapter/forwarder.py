@@ -31,8 +31,11 @@ from router.adapter.pn import lib
 from router.adapter.sending import Sender, local_copy
 from router.adapter.streaming import HIGH_WATER, STREAM_AT, Streams
 from router.core import (
+    Connection,
+    ConnectionId,
     Fanout,
     InLink,
+    LinkId,
     MessageFormatError,
     MessageInfo,
     OutLink,
@@ -91,6 +94,15 @@ class Forwarder:
                                          self.counters)
         #: Set when the router shuts down: no more credit is granted.
         self.frozen = False
+        #: Messages the router makes itself (replies to an edge's lookups)
+        #: enter routing on this link, pre-settled.
+        self.own = InLink(LinkId(0), Connection(ConnectionId(0), strip_in=False,
+                                                strip_out=False, container_id=router_id),
+                          name="$router", address=None, record=None)
+
+    def route_own(self, data: bytes) -> None:
+        """Route a message the router makes itself."""
+        self.route(None, self.own, data)
 
     # -- receiving -----------------------------------------------------------
 
@@ -264,6 +276,11 @@ class Forwarder:
         if il.transit:
             # Transit credit comes back on forwarding (docs/routing.md#credit).
             self.credit_dirty.add(il)
+            if il.router_link is None:
+                # From an edge connection: never sent back over it
+                # (docs/networks.md#edge-routers).
+                self.network.route(d, il, data, record, info, ann)
+                return
         if record.remotes:
             self.network.route(d, il, data, record, info, ann)
             return

@@ -37,9 +37,11 @@ from router.management import (
     ConfigAddresses,
     ConfigAutoLinks,
     ConfigLinkRoutes,
+    ConnectionLinkRoutes,
     EntitySource,
     ManagementError,
     ReadOnly,
+    Requester,
     RouterAddresses,
     RouterLinks,
     RouterNodes,
@@ -450,6 +452,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
                 vhost_sections: dict[str, conf.VhostSection],
                 group: PeerGroup, clock: Callable[[], float]) -> Agent:
     """The agent over every entity source of this router."""
+    requester = Requester()
     sources: dict[str, EntitySource] = {
         "router": RouterEntity(stats),
         "listener": Listeners(listeners, certificates),
@@ -460,6 +463,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),
         "router.config.linkRoute": ConfigLinkRoutes(core, clock),
+        "router.connection.linkRoute": ConnectionLinkRoutes(core, requester, clock),
         "router.config.autoLink": ConfigAutoLinks(core),
         "sslProfile": SslProfiles(certificates),
         "discovery": Discovery(group),
@@ -476,4 +480,5 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         return [f"amqp:/_topo/0/{node.id}/$management"
                 for node in core.network.protocol.node_table() if not node.is_self]
 
-    return Agent(sources, mgmt_nodes=mgmt_nodes, log_records=lambda: list(logs.RECORDER.records))
+    return Agent(sources, mgmt_nodes=mgmt_nodes, log_records=lambda: list(logs.RECORDER.records),
+                 requester=requester)

@@ -103,7 +103,7 @@ class ManagementNode:
         for link in self.consumers:
             link.delivered += 1
         try:
-            request = decode_request(data)
+            request = decode_request(data, None if ref is None else ref.in_link.conn)
         except PeerProtocolError as exc:
             log.warning("management request dropped: %s", exc)
             self.outcomes.consumed(ref, REJECTED)

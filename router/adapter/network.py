@@ -32,8 +32,11 @@ from router.core import (
     Router,
     RouterAnnotations,
     Transfer,
+    UplinkTarget,
+    annotate_upward,
     scan,
 )
+from router.core.edges import EDGE_KEY
 from router.core.settlement import REJECTED, RELEASED
 
 log = logging.getLogger(__name__)
@@ -76,11 +79,15 @@ class NetworkForwarding:
         return True
 
     def control(self, il: InLink, data: bytes, now: float) -> None:
-        """A message on a router-control link: the routing protocol's; what
+        """A message on a router-control link (the routing protocol's) or on
+        an edge service's link (address tracking, heartbeats, lookups); what
         it makes the router do is carried out once the event is handled."""
         self.credit_dirty.add(il)
+        if il.router_link is None:
+            self.effects.extend(self.router.service_received(il, data, now))
+            return
         network = self.router.network
-        if network is None or il.router_link is None:
+        if network is None:
             return
         self.effects.extend(network.control_received(il.router_link, data, now))
 
@@ -103,6 +110,7 @@ class NetworkForwarding:
                                  "Deliveries cannot be sent to an unavailable address")
             return None
         if found is None:
+            log.debug("%r: no route to %r, released", il, to)
             self.outcomes.finish(d, il, RELEASED)
             return None
         assert isinstance(found, AddressRecord)
@@ -114,6 +122,13 @@ class NetworkForwarding:
         (docs/routing.md#when-nothing-can-receive): its
         fallback takes it, unless the message came from a fallback link
         (docs/routing.md#fallback), else it is released (dropped when pre-settled)."""
+        if self.router.uplink is not None and il.record is None and not il.transit:
+            # An edge router: what an anonymous sender sends where the edge
+            # has no destination goes up the uplink (docs/networks.md#edge-routers).
+            beyond = self.router.records.get(EDGE_KEY)
+            if beyond is not None and beyond is not record and beyond.remotes:
+                self._upward(d, il, data, beyond, info, ann)
+                return
         fallback = record.fallback
         if fallback is None or il.fallback or not fallback.has_destination:
             self.outcomes.no_destination(d, il)
@@ -136,6 +151,13 @@ class NetworkForwarding:
             except MessageFormatError as exc:
                 self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
+        if self.router.uplink is not None:
+            self._edge(d, il, data, record, info, ann, phase_override)
+            return
+        remotes = record.remotes
+        if remotes and type(remotes[0]) is UplinkTarget:
+            self._down(d, il, data, record, info, ann, remotes[0].link)
+            return
         if ann is not None:
             if self.looping(il, ann):
                 self.outcomes.no_destination(d, il)
@@ -155,6 +177,8 @@ class NetworkForwarding:
         if phase_override is not None:
             phase = phase_override
         consumers = record.consumers
+        if il.transit and il.router_link is None:
+            consumers = self._elsewhere(il, consumers)
         dist = record.distribution
         if dist is _MULTICAST:
             hops: dict[int, OutLink] = {}
@@ -212,6 +236,8 @@ class NetworkForwarding:
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):
+            if consumers is not record.consumers and len(record.consumers) > 1:
+                _rotate(record.consumers, chosen)
             payload, keys = local_copy(chosen, data, info, ann)
             self.sender.send(chosen, payload, ref, keys)
             return
@@ -226,6 +252,132 @@ class NetworkForwarding:
             chosen.outstanding += 1
         record.transit += 1
         self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref)
+
+    @staticmethod
+    def _elsewhere(il: InLink, consumers: list[OutLink]) -> list[OutLink]:
+        """The consumers not on the edge connection ``il`` is on: a message
+        from an edge never goes back over it (docs/networks.md#edge-routers)."""
+        conn = il.conn
+        for ol in consumers:
+            if ol.conn is conn:
+                return [c for c in consumers if c.conn is not conn]
+        return consumers
+
+    def _down(self, d: Any, il: InLink, data: bytes, record: AddressRecord, info: MessageInfo,
+              ann: RouterAnnotations | None, down: OutLink) -> None:
+        """Send a message for ``_edge/<id>/...`` down the downlink of an edge
+        attached here, addressed (``x-opt-qd.to``) as its producer's link is,
+        since the downlink is anonymous at the edge (docs/networks.md#edge-routers)."""
+        if il.transit and il.router_link is None and down.conn is il.conn:
+            self.nowhere(d, il, data, record, info, ann)  # never back to the edge it came from
+            return
+        if il.record is not None:
+            to: str | None = il.address
+            phase = il.phase or None
+        else:
+            to = ann.to if ann is not None else None
+            phase = ann.phase if ann is not None else None
+        ref: Transfer | None = None
+        if d is not None:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        else:
+            self.credit_dirty.add(il)
+        record.transit += 1
+        self.sender.send(down, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref,
+                         False)
+
+    # -- an edge router ---------------------------------------------------------------
+
+    def _edge(self, d: Any, il: InLink, data: bytes, record: AddressRecord, info: MessageInfo,
+              ann: RouterAnnotations | None, phase_override: int | None) -> None:
+        """Forward on an edge router (docs/networks.md#edge-routers): among the
+        consumers on the edge and the uplink, which is the way to every
+        destination beyond it.  A message that came down the uplink never
+        goes back up; an anonymous sender's multicast copy goes up the
+        anonymous uplink link when the address has no uplink link of its own."""
+        consumers = record.consumers
+        from_uplink = il.transit
+        remotes: list[UplinkTarget] = [] if from_uplink else record.remotes
+        dist = record.distribution
+        if dist is _MULTICAST:
+            up: OutLink | None = remotes[0].link if remotes else None
+            if up is None and il.record is None and not from_uplink:
+                beyond = self.router.records.get(EDGE_KEY)
+                if beyond is not None and beyond.remotes:
+                    up = beyond.remotes[0].link
+            if not consumers and up is None:
+                self.nowhere(d, il, data, record, info, ann)
+                return
+            copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
+            if up is not None:
+                copies.append((up, self._upward_copy(il, data, info, ann, phase_override),
+                               False))
+            if d is None:
+                self.credit_dirty.add(il)
+                for ol, payload, keys in copies:
+                    self.sender.send(ol, payload, None, keys)
+                return
+            f = Fanout(d, il)
+            f.pending = len(copies)
+            il.unsettled[d] = f
+            for ol, payload, keys in copies:
+                self.sender.send(ol, payload, f, keys)
+            return
+        chosen: OutLink | UplinkTarget | None
+        if dist is _CLOSEST:
+            chosen = choose_closest(consumers) if consumers else \
+                (remotes[0] if remotes else None)
+        else:
+            chosen = choose_balanced(consumers, remotes)
+        if chosen is None:
+            self.nowhere(d, il, data, record, info, ann)
+            return
+        ref: Transfer | None = None
+        if d is not None:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+        else:
+            self.credit_dirty.add(il)
+        if isinstance(chosen, OutLink):
+            payload, keys = local_copy(chosen, data, info, ann)
+            self.sender.send(chosen, payload, ref, keys)
+            return
+        self.sender.send(chosen.link, self._upward_copy(il, data, info, ann, phase_override),
+                         ref, False)
+
+    def _upward(self, d: Any, il: InLink, data: bytes, beyond: AddressRecord,
+                info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+        """Send an anonymous sender's message up the anonymous uplink link."""
+        if info is None:
+            try:
+                info = scan(data)
+            except MessageFormatError as exc:
+                self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
+                return
+        self._edge(d, il, data, beyond, info, ann, None)
+
+    @staticmethod
+    def _upward_copy(il: InLink, data: bytes, info: MessageInfo,
+                     ann: RouterAnnotations | None, phase_override: int | None) -> bytes:
+        """The copy that goes up the uplink: addressed (``x-opt-qd.to``) as the
+        producer's link is, or as it arrived, with no ingress or trace."""
+        if il.record is not None:
+            to: str | None = il.address
+            phase = il.phase or None
+        else:
+            to = ann.to if ann is not None else None
+            phase = ann.phase if ann is not None else None
+        if phase_override is not None:
+            phase = phase_override
+        return annotate_upward(data, info, to=to, phase=phase)
+
+
+def _rotate(consumers: list[OutLink], chosen: OutLink) -> None:
+    """Move ``chosen`` to the end of ``consumers`` (the round-robin order)."""
+    if consumers[-1] is not chosen and chosen in consumers:
+        consumers.remove(chosen)
+        consumers.append(chosen)
 
 
 __all__ = ["NetworkForwarding"]

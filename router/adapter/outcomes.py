@@ -11,6 +11,7 @@ lowest of the per-message parts: it calls none of the others.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import Any, Final
 
@@ -29,6 +30,8 @@ from router.core import (
     outcome_for_lost_copy,
 )
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
+
+log = logging.getLogger(__name__)
 
 pn_delivery_settled: Final = lib.pn_delivery_settled
 pn_delivery_settle: Final = lib.pn_delivery_settle
@@ -126,6 +129,7 @@ class Outcomes:
             self.counters.dropped_presettled += 1
             self.credit_dirty.add(il)
         else:
+            log.debug("%r: no destination, released", il)
             self.finish(d, il, RELEASED)
 
     def finish(self, d: Any, il: InLink, state: int, condition: str | None = None,

@@ -1,5 +1,5 @@
-"""Links the router attaches itself: auto-links toward a container, and the
-far end of each link-routed pair.
+"""Links the router attaches itself: auto-links toward a container, the far
+end of each link-routed pair, and the links of an edge router's uplink.
 
 Owns attaching them (each in a session of its own: a broker that ends a
 session, as RabbitMQ does when asked to drain a receiver it cannot fill,
@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from proton import Data, symbol
 
 from autolink import AutoLink
 from router.adapter.connections import Conn, token
@@ -31,6 +33,7 @@ from router.adapter.relay import Relay
 from router.core import (
     AnswerAttach,
     AttachAutoLink,
+    AttachOwnLink,
     Connection,
     DetachRouted,
     Effect,
@@ -63,12 +66,15 @@ class OwnLinks:
         self.links = links
         self.relay = relay
         self.dirty = pending.output
+        self.credit_dirty = pending.credit
         self.by_connection = by_connection
         self.clock = clock
         #: Links the router attached itself and the peer has not answered yet.
         self.attaching: dict[Any, AutoLink[Connection]] = {}
         #: Sessions the router began for one link of its own.
         self.sessions: set[Any] = set()
+        #: The session of each connection's uplink links (an edge router's).
+        self.shared: dict[Conn, Any] = {}
 
     def _session(self, conn: Conn) -> Any:
         """A new session for one link of the router's own."""
@@ -95,6 +101,51 @@ class OwnLinks:
             del self.attaching[lptr]
         self.sessions = {ssn for ssn in self.sessions
                          if lib.pn_session_connection(ssn) != cptr}
+        self.shared.pop(conn, None)
+
+    # -- the router's own links (an edge's uplink) ----------------------------------------
+
+    def attach_own(self, effect: AttachOwnLink) -> None:
+        """Attach a link the core made (docs/networks.md#edge-routers): all of
+        a connection's in one session, as qdrouterd does."""
+        link = effect.link
+        conn = link.conn.handle
+        if conn is None or conn.closed:
+            return
+        ssn = self.shared.get(conn)
+        if ssn is None:
+            ssn = self.shared[conn] = new_session(conn)
+        name = link.name.encode()
+        lptr = lib.pn_sender(ssn, name) if isinstance(link, OutLink) \
+            else lib.pn_receiver(ssn, name)
+        source, target = lib.pn_link_source(lptr), lib.pn_link_target(lptr)
+        if effect.source is not None:
+            lib.pn_terminus_set_address(source, effect.source.encode())
+        if effect.target is not None:
+            lib.pn_terminus_set_address(target, effect.target.encode())
+        if effect.dynamic:
+            lib.pn_terminus_set_dynamic(source, True)
+        for terminus in (source, target):
+            data = Data(lib.pn_terminus_capabilities(terminus))
+            for capability in effect.capabilities:
+                data.put_symbol(symbol(capability))
+        if isinstance(link, OutLink) and link.presettle:
+            lib.pn_link_set_snd_settle_mode(lptr, lib.PN_SND_SETTLED)
+        link.handle = lptr
+        self.links.add(lptr, link)
+        lib.pn_link_open(lptr)
+        if isinstance(link, InLink) and not link.blocked:
+            self.credit_dirty.add(link)
+        self.dirty.add(conn)
+
+    def detach_own(self, link: InLink | OutLink) -> None:
+        """Detach a link of the router's own the core has already unbound:
+        what it holds ends as for any link that goes."""
+        lptr = link.handle
+        if lptr is None:
+            return
+        self.links.pop(lptr)
+        self._close(lptr)
 
     # -- auto-links ---------------------------------------------------------------------
 

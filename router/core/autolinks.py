@@ -38,14 +38,17 @@ class AutoLinking:
         link_id: the next link id of the router.
         bind: the record an auto-link's link binds to.
         add_consumer: binds an ``out`` auto-link's link as a consumer.
+        add_sender: what an ``in`` auto-link's link bound as a producer leads to.
     """
 
     def __init__(self, specs: Iterable[AutoLinkSpec], *, link_id: Callable[[], LinkId],
-                 bind: Bind, add_consumer: AddConsumer) -> None:
+                 bind: Bind, add_consumer: AddConsumer,
+                 add_sender: Callable[[AddressRecord], list[Effect]] | None = None) -> None:
         self.table: AutoLinkTable[Connection] = AutoLinkTable(specs)
         self._link_id = link_id
         self._bind = bind
         self._add_consumer = add_consumer
+        self._add_sender = add_sender
 
     def __len__(self) -> int:
         return len(self.table)
@@ -106,7 +109,7 @@ class AutoLinking:
         record.senders.append(sender)
         demand_changed(record)
         conn.in_links[link_id] = sender
-        return sender, []
+        return sender, self._add_sender(record) if self._add_sender is not None else []
 
     def detached(self, autolink: AutoLink[Connection], error: str, now: float = 0.0) -> None:
         """The container detached (or refused) an auto-link: it has failed and is

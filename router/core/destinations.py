@@ -44,6 +44,13 @@ def senders_changed(record: AddressRecord) -> list[Effect]:
                 effects.append(BlockSender(link=sender, drain=sender.autolink is None))
             else:
                 effects.append(UnblockSender(link=sender))
+            edge = sender.conn.edge
+            if edge is not None:
+                # An edge's producer: the edge learns whether the address has
+                # destinations beyond it (docs/networks.md#edge-routers).
+                answer = edge.tracked(sender)
+                if answer is not None:
+                    effects.append(answer)
     return effects
 
 

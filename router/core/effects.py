@@ -127,7 +127,74 @@ class DetachRouted:
     closed: bool = True
 
 
+@attrs.frozen(kw_only=True)
+class AttachOwnLink:
+    """Attach ``link``, a link the router makes itself on ``link.conn`` (the
+    links of an edge uplink, docs/networks.md#edge-routers): a sender when
+    ``link`` is an ``OutLink``, else a receiver, with these terminus
+    addresses and ``capabilities`` on both termini.  ``dynamic`` asks the
+    peer for a dynamic source (the peer's answer goes to
+    ``Router.own_link_answered``)."""
+
+    link: InLink | OutLink
+    source: str | None = None
+    target: str | None = None
+    capabilities: tuple[str, ...] = ()
+    dynamic: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class DetachOwnLink:
+    """Detach ``link``, one of the router's own links the core has already
+    unbound; what it holds ends as for any link that goes away."""
+
+    link: InLink | OutLink
+
+
+@attrs.frozen(kw_only=True)
+class SendOnLink:
+    """Send ``data`` (a message the router makes itself) on ``link``, queued
+    until the link has credit: pre-settled, or unsettled when ``settled`` is
+    false (its outcome goes nowhere; a management request that must say which
+    connection it came on)."""
+
+    link: OutLink
+    data: bytes
+    settled: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class RouteMessage:
+    """Route ``data``, a pre-settled message the router makes itself (a reply
+    to a request), as if a client had sent it on an anonymous link."""
+
+    data: bytes
+
+
+@attrs.frozen(kw_only=True)
+class LookupAnswered:
+    """The interior answered an edge's link-route lookup for the client
+    attach ``handle`` (or could not: no uplink, no answer in time, which
+    reads as "not link-routed"): go on with it
+    (docs/networks.md#link-routes-through-an-edge)."""
+
+    handle: object
+    link_route: bool
+    destinations: bool
+
+
+@attrs.frozen(kw_only=True)
+class CloseConnection:
+    """Close ``conn`` (condition ``amqp:connection:forced``, this
+    description): a peer that went silent."""
+
+    conn: Connection
+    description: str
+
+
 CreditEffect = UnblockSender | BlockSender
 RoutedEffect = ForwardAttach | AnswerAttach | DetachRouted
+OwnLinkEffect = (AttachOwnLink | DetachOwnLink | SendOnLink | RouteMessage | CloseConnection
+                 | LookupAnswered)
 Effect = (UnblockSender | BlockSender | SendFrame | AttachAutoLink | DetachAutoLink
-          | RoutedEffect)
+          | RoutedEffect | OwnLinkEffect)

@@ -31,6 +31,7 @@ from linkroute import (
     PairState,
     Refusal,
     RoutedLink,
+    RouteEntry,
     Side,
     ToContainer,
     client_address,
@@ -61,16 +62,23 @@ class LinkRouting:
             other routers have one, holding the routers that advertise them).
         network: the network side, for advertising keys (None: standalone).
         allow_resumable: the router's ``allowResumableLinkRoute``.
+        offer: an edge router offers the link routes it serves to its
+            interior (``True``) and withdraws them (``False``).
     """
 
     def __init__(self, specs: Iterable[LinkRouteSpec], *, link_id: Callable[[], LinkId],
                  records: dict[str, AddressRecord], network: Network | None,
-                 allow_resumable: bool = True) -> None:
+                 allow_resumable: bool = True,
+                 offer: Callable[[RouteEntry[Connection], bool], list[Effect]] | None = None
+                 ) -> None:
         self.table: LinkRouteTable[Connection] = LinkRouteTable(specs)
         self._link_id = link_id
         self._records = records
         self._network = network
+        self._offer = offer
         self.allow_resumable = allow_resumable
+        #: The link routes each connection made over itself (``connection.linkRoute``).
+        self.scoped: dict[Connection, list[LinkRoute[Connection]]] = {}
 
     # -- route-container connections and the network ------------------------------
 
@@ -78,8 +86,7 @@ class LinkRouting:
         """Activate the link routes ``conn`` serves; advertise newly served keys."""
         effects: list[Effect] = []
         for entry in self.table.connection_opened(conn):
-            if self._network is not None:
-                effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+            effects.extend(self._served(entry, now))
         return effects
 
     def add_route(self, spec: LinkRouteSpec, now: float) -> tuple[LinkRoute[Connection],
@@ -89,8 +96,7 @@ class LinkRouting:
         route = self.table.add(spec)
         effects: list[Effect] = []
         for entry in self.table.activate(route):
-            if self._network is not None:
-                effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+            effects.extend(self._served(entry, now))
         return route, effects
 
     def remove_route(self, route: LinkRoute[Connection], now: float) -> list[Effect]:
@@ -98,8 +104,51 @@ class LinkRouting:
         routed stay up), and a key no connection serves any more is withdrawn."""
         effects: list[Effect] = []
         for entry in self.table.remove(route):
-            if self._network is not None:
-                effects.extend(self._network.address_removed(entry.key, now))
+            effects.extend(self._withdrawn(entry, now))
+        return effects
+
+    def add_connection_route(self, conn: Connection, *, name: str, pattern: str,
+                             direction: Direction, now: float
+                             ) -> tuple[LinkRoute[Connection], list[Effect]]:
+        """A link route that ``conn`` alone serves, made over it (management's
+        ``connection.linkRoute``: how an edge router offers the link routes of
+        its own brokers, docs/networks.md#link-routes-through-an-edge).  It goes
+        with the connection.  Raises ``LinkRouteError`` for a bad pattern or a
+        name already taken."""
+        route = self.table.add(LinkRouteSpec(name=name, pattern=pattern, direction=direction))
+        self.scoped.setdefault(conn, []).append(route)
+        effects: list[Effect] = []
+        for entry in self.table.serve_only(route, conn):
+            effects.extend(self._served(entry, now))
+        return route, effects
+
+    def remove_connection_route(self, conn: Connection, route: LinkRoute[Connection],
+                                now: float) -> list[Effect]:
+        """Delete a link route ``conn`` made."""
+        routes = self.scoped.get(conn, [])
+        if route in routes:
+            routes.remove(route)
+        if not routes:
+            self.scoped.pop(conn, None)
+        return self.remove_route(route, now)
+
+    def _served(self, entry: RouteEntry[Connection], now: float) -> list[Effect]:
+        """``entry`` gained its first destination here: other routers learn it
+        (an interior's network, an edge's interior)."""
+        effects: list[Effect] = []
+        if self._network is not None:
+            effects.extend(self._network.address_added(entry.key, LINK_ROUTE_HINT, now))
+        if self._offer is not None:
+            effects.extend(self._offer(entry, True))
+        return effects
+
+    def _withdrawn(self, entry: RouteEntry[Connection], now: float) -> list[Effect]:
+        """``entry`` lost its last destination here."""
+        effects: list[Effect] = []
+        if self._network is not None:
+            effects.extend(self._network.address_removed(entry.key, now))
+        if self._offer is not None:
+            effects.extend(self._offer(entry, False))
         return effects
 
     def learn(self, key: str) -> bool:
@@ -151,22 +200,37 @@ class LinkRouting:
                      decision.condition)
             return AttachRefused(condition=decision.condition,
                                  description=decision.description), []
-        near = RoutedEnd(self._link_id(), conn, name=name, receiving=receiving, handle=handle)
         if isinstance(decision, ToContainer):
-            far_conn, far_address = decision.peer, decision.address
-        else:
-            far_conn, far_address = decision.router.link.conn, address
+            return self._pair(conn, decision.peer, name=name, address=decision.address,
+                              receiving=receiving, resumable=resumable, handle=handle,
+                              route=decision.spec)
+        return self._pair(conn, decision.router.link.conn, name=name, address=address,
+                          receiving=receiving, resumable=resumable, handle=handle)
+
+    def forward_direct(self, conn: Connection, far_conn: Connection, *, name: str,
+                       address: str, receiving: bool, resumable: bool = False,
+                       handle: object = None) -> tuple[RoutedEnd, list[Effect]]:
+        """Link-route an attach straight to ``far_conn``, address unchanged: an
+        edge router's client attach for a link route its interior has
+        (docs/networks.md#link-routes-through-an-edge)."""
+        return self._pair(conn, far_conn, name=name, address=address, receiving=receiving,
+                          resumable=resumable, handle=handle)
+
+    def _pair(self, conn: Connection, far_conn: Connection, *, name: str, address: str,
+              receiving: bool, resumable: bool, handle: object,
+              route: LinkRouteSpec | None = None) -> tuple[RoutedEnd, list[Effect]]:
+        """The near end of a new pair, and the far attach to make on ``far_conn``."""
+        near = RoutedEnd(self._link_id(), conn, name=name, receiving=receiving, handle=handle)
         far = RoutedEnd(self._link_id(), far_conn, name=routed_name(
             name, None if conn.role is Role.INTER_ROUTER else conn.container_id),
             receiving=not receiving)
-        if isinstance(decision, ToContainer):
-            far.route = decision.spec
+        far.route = route
         near.partner, far.partner = far, near
         near.pair = far.pair = RoutedLink(near=near, far=far, near_resumable=resumable)
         conn.routed[near.link_id] = near
         far_conn.routed[far.link_id] = far
         log.debug("[%r] %s %r link-routed to %r", conn, name, address, far_conn)
-        return near, [ForwardAttach(near=near, far=far, name=far.name, address=far_address)]
+        return near, [ForwardAttach(near=near, far=far, name=far.name, address=address)]
 
     def answered(self, far: RoutedEnd, address: str | None, *, null: bool,
                  resumable: bool = False) -> list[Effect]:
@@ -197,10 +261,11 @@ class LinkRouting:
             event = PairEvent.NEAR_LOST if end is pair.near else PairEvent.FAR_LOST
             effects.extend(self._act(pair, event))
         conn.routed.clear()
+        for route in self.scoped.pop(conn, []):
+            effects.extend(self.remove_route(route, now))
         if conn.role is Role.ROUTE_CONTAINER:
             for entry in self.table.connection_closed(conn):
-                if self._network is not None:
-                    effects.extend(self._network.address_removed(entry.key, now))
+                effects.extend(self._withdrawn(entry, now))
         return effects
 
     def _act(self, pair: RoutedLink[RoutedEnd], event: PairEvent, *,

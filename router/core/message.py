@@ -674,6 +674,23 @@ def annotate(
     return _replace(data, info, user, users, router, heads + 2)
 
 
+def annotate_upward(data: Buffer, info: MessageInfo, *, to: str | None,
+                    phase: int | None) -> bytes:
+    """Return the message as an edge router sends it up its uplink
+    (docs/networks.md#edge-routers): the user entries as received, then
+    ``x-opt-qd.phase`` (if non-zero) and ``x-opt-qd.to`` (if not None).  An
+    edge router adds no ingress or trace, and drops any it received.
+
+    Raises:
+        MessageFormatError: as for :func:`annotate`.
+    """
+    head, heads = _routing_entries(to, phase, None)
+    if not heads and info.router_keys is None:
+        return data if type(data) is bytes else bytes(data)
+    user, users = _user_part(data, info)
+    return _replace(data, info, user, users, head, heads)
+
+
 class AnnotationEncoder:
     """``annotate`` for one router, with its own ingress and trace entry pre-encoded.
 

@@ -24,7 +24,13 @@ from typing import Final
 from router.core.destinations import senders_changed
 from router.core.effects import Effect, SendFrame
 from router.core.message import AnnotationEncoder, decode_annotations, scan
-from router.core.records import AddressRecord, Connection, RemoteTarget, RouterLink
+from router.core.records import (
+    AddressRecord,
+    Connection,
+    RemoteTarget,
+    RouterLink,
+    UplinkTarget,
+)
 from router.core.routing import (
     ALL,
     MA_ALL_ADDRESS,
@@ -312,8 +318,10 @@ class Network:
     def _retarget(self, record: AddressRecord) -> list[Effect]:
         """Recompute the remote destinations of a record; credit effects when it
         gains its first or loses its last destination."""
-        old = {t.router_id: t for t in record.remotes}
-        targets = []
+        old = {t.router_id: t for t in record.remotes if type(t) is RemoteTarget}
+        # An edge's downlink on this router stays first (docs/networks.md#edge-routers).
+        local: list[UplinkTarget] = [t for t in record.remotes if type(t) is UplinkTarget]
+        targets: list[RemoteTarget] = []
         for router_id in sorted(self.remote.get(record.key, ())):
             route = self.routes.routes.get(router_id)
             hop = self._next_hop_link(router_id) if route is not None else None
@@ -326,8 +334,10 @@ class Network:
                     fresh.outstanding = target.outstanding
                 target = fresh
             targets.append(target)
-        record.remotes = targets
-        if targets:
+        record.remotes = [*local, *targets]
+        if local:
+            record.closest_remotes = list(local)
+        elif targets:
             lowest = min(t.cost for t in targets)
             record.closest_remotes = [t for t in targets if t.cost == lowest]
         else:

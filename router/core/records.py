@@ -32,6 +32,7 @@ class Connection:
     __slots__ = (
         "conn_id",
         "container_id",
+        "edge",
         "handle",
         "in_links",
         "link_capacity",
@@ -80,6 +81,9 @@ class Connection:
         # The only non-empty user-id its messages may carry (policy without
         # allowUserIdProxy, docs/routing.md#receiving-a-message); None: not checked.
         self.user_id: bytes | None = None
+        # On an interior router, the state of an edge router's connection
+        # (``router.core.edges.EdgePeer``); None on any other connection.
+        self.edge: Any = None
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"
@@ -140,12 +144,22 @@ class AddressRecord:
         """Whether ``sender`` gets credit (docs/routing.md#credit and
         docs/routing.md#fallback): the address has a destination, or its
         fallback has one and the sender is not itself a fallback link (whose
-        messages must not go back where they came from).
+        messages must not go back where they came from).  A sender on an edge
+        connection counts only destinations that are not on that connection
+        (docs/networks.md#edge-routers).
         """
-        if self.consumers or self.remotes:
+        if sender.conn.role is Role.EDGE:
+            if self.reaches_beyond(sender.conn):
+                return True
+        elif self.consumers or self.remotes:
             return True
         fallback = self.fallback
         return fallback is not None and not sender.fallback and fallback.has_destination
+
+    def reaches_beyond(self, conn: Connection) -> bool:
+        """Whether the record has a destination that is not on ``conn``."""
+        return any(c.conn is not conn for c in self.consumers) \
+            or any(r.link.conn is not conn for r in self.remotes)
 
     def __repr__(self) -> str:
         return f"AddressRecord({self.key!r}, {self.distribution.value})"
@@ -245,7 +259,9 @@ class InLink:
         # their credit back as soon as a delivery is forwarded (docs/routing.md#credit).
         self.router_link: Any = None
         self.control = False
-        self.transit = False
+        # Links of an edge connection get their credit back on forwarding
+        # too, and never feed a link of that connection (docs/networks.md#edge-routers).
+        self.transit = conn.role is Role.EDGE
 
     @property
     def anonymous(self) -> bool:
@@ -476,6 +492,35 @@ class RemoteTarget:
 
     def __repr__(self) -> str:
         return f"RemoteTarget({self.router_id} via {self.link.peer} cost={self.cost})"
+
+
+class UplinkTarget:
+    """An edge router's way to an address's destinations beyond it: one link
+    of its active uplink (docs/networks.md#edge-routers), as balanced and
+    closest see it.  ``load`` and ``capacity`` are the link's, plus one for
+    the hop, so that an idle consumer on the edge itself is preferred.
+    """
+
+    __slots__ = ("link",)
+
+    def __init__(self, link: OutLink) -> None:
+        self.link = link
+
+    @property
+    def load(self) -> int:
+        return self.link.load + 1
+
+    @property
+    def capacity(self) -> int:
+        return self.link.capacity + 1
+
+    @property
+    def router_id(self) -> str:
+        """The interior router at the other end (management's remote hosts)."""
+        return self.link.conn.container_id
+
+    def __repr__(self) -> str:
+        return f"UplinkTarget({self.link!r})"
 
 
 class RoutedEnd:

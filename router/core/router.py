@@ -18,15 +18,25 @@ from addressing import (
     AddressClass,
     AddressSpec,
     AddressTable,
+    Direction,
     Distribution,
     Role,
     RoutingKey,
     classify,
 )
 from autolink import AutoLinkSpec
-from linkroute import Detach, LinkRouteSpec
+from linkroute import Detach, LinkRouteSpec, RouteEntry
 from router.core.autolinks import AutoLinking
 from router.core.destinations import demand_changed, senders_changed
+from router.core.edges import (
+    EDGE_DOWNLINK,
+    EDGE_KEY,
+    HEARTBEAT_ADDRESS,
+    LOOKUP_ADDRESS,
+    TRACKING_ADDRESS,
+    EdgeHosts,
+    Uplink,
+)
 from router.core.effects import (
     AttachRefused,
     CreditEffect,
@@ -45,6 +55,7 @@ from router.core.records import (
     OutLink,
     RoutedEnd,
     RouterLink,
+    UplinkTarget,
 )
 
 log = logging.getLogger(__name__)
@@ -59,7 +70,10 @@ LINK_ROUTE_CLASSES = "CDEF"
 # (docs/routing.md#fallback).
 FALLBACK_PHASE = 22
 _KEY_CACHE_MAX = 4096
-_ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER)
+_ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER, AddressClass.EDGE)
+# Keys other routers learn of this router's destinations: mobile addresses
+# and the edge routers attached here (docs/networks.md#mobile-addresses).
+_ADVERTISED = "MH"
 
 NOT_FOUND = AttachRefused(condition="amqp:not-found", description="Node not found")
 NO_ROUTE = AttachRefused(
@@ -94,6 +108,11 @@ HINTS = {
 _FROM_HINT = {1: Distribution.MULTICAST, 2: Distribution.CLOSEST, 3: Distribution.BALANCED}
 
 
+def _edge_senders(record: AddressRecord) -> bool:
+    """Whether a sender of ``record`` is on an edge connection."""
+    return any(s.conn.role is Role.EDGE for s in record.senders)
+
+
 def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
     """The N of a ``qd.waypoint`` (1) or ``qd.waypoint.N`` capability, if any."""
     for cap in capabilities:
@@ -116,6 +135,8 @@ class Router:
         token: source of the random part of dynamic addresses (injected so
             tests are deterministic).
         interior: run the routing protocol with other routers.
+        edge: this is an edge router: ``edge`` connections are uplinks
+            (docs/networks.md#edge-routers).
         instance: this router's start time (epoch seconds), for the protocol.
         timers: the router entity's protocol intervals (``hello_interval_s``...).
         auto_links: the configured auto-links.
@@ -132,6 +153,7 @@ class Router:
         default_distribution: Distribution = Distribution.BALANCED,
         token: Callable[[], str],
         interior: bool = False,
+        edge: bool = False,
         instance: int = 0,
         timers: dict[str, float] | None = None,
         auto_links: Iterable[AutoLinkSpec] = (),
@@ -150,12 +172,25 @@ class Router:
             self.network = Network(router_id=router_id, instance=instance, records=self.records,
                                    record_for=self._remote_record, release_record=self._release,
                                    **(timers or {}))
+        self.edge_mode = edge
+        #: An edge router's uplink; an interior router's edges.
+        self.uplink: Uplink | None = None
+        self.edges: EdgeHosts | None = None
+        if edge:
+            self.uplink = Uplink(router_id=router_id, records=self.records,
+                                 link_id=self._link_id, token=token,
+                                 edge_record=self._edge_record, phases=self._phases)
+        elif interior:
+            self.edges = EdgeHosts(link_id=self._link_id, downlink_record=self._downlink_record,
+                                   link_route=self._link_route_reach)
         self.auto_links = AutoLinking(auto_links, link_id=self._link_id,
                                       bind=self._bind_auto_link,
-                                      add_consumer=self._add_consumer)
+                                      add_consumer=self._add_consumer,
+                                      add_sender=self._sender_added)
         self.link_routing = LinkRouting(link_routes, link_id=self._link_id, records=self.records,
                                         network=self.network,
-                                        allow_resumable=allow_resumable_link_route)
+                                        allow_resumable=allow_resumable_link_route,
+                                        offer=self._offer_route if edge else None)
 
     # -- address records ----------------------------------------------------
 
@@ -205,9 +240,10 @@ class Router:
             return self._record(key.key, address, distribution, spec)
         if key.cls is AddressClass.LOCAL:
             return self._record(key.key, address, Distribution.BALANCED, spec)
-        if key.cls is AddressClass.ROUTER:
-            # Another router's node (``_topo/0/B/$management``): its record
-            # exists while the router is reachable.
+        if key.cls in (AddressClass.ROUTER, AddressClass.EDGE):
+            # Another router's node (``_topo/0/B/$management``, an edge's
+            # ``_edge/E/$management``): its record exists while that router
+            # is reachable.
             return self.records.get(key.key)
         return None
 
@@ -217,7 +253,8 @@ class Router:
         distribution, spec = self._treatment(address)
         if distribution is Distribution.UNAVAILABLE:
             distribution = Distribution.BALANCED
-        key = classify(address, router_id=self.router_id, phase=phase, fallback=fallback)
+        key = classify(address, router_id=self.router_id, phase=phase, fallback=fallback,
+                       edge_mode=self.edge_mode)
         record = self._bind(key, address, distribution, spec)
         assert record is not None, "an auto-link address is always a mobile address"
         return record
@@ -243,13 +280,19 @@ class Router:
         first = not record.consumers
         record.consumers.append(link)
         if not first:
+            if _edge_senders(record):
+                # An edge's sender may count this consumer and not the others
+                # (docs/networks.md#edge-routers).
+                return senders_changed(record)
             demand_changed(record)
             return []
         effects: list[Effect] = []
-        if self.network is not None and record.key[0] == "M":
+        if self.network is not None and record.key[0] in _ADVERTISED:
             effects.extend(self.network.address_added(record.key, HINTS[record.distribution],
                                                       now))
         effects.extend(senders_changed(record))
+        if self.uplink is not None:
+            effects.extend(self.uplink.consumers_changed(record))
         return effects
 
     def _remove_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
@@ -258,13 +301,131 @@ class Router:
             return []
         consumers.remove(link)
         if consumers:
+            if _edge_senders(record):
+                return senders_changed(record)
             demand_changed(record)
             return []
         effects: list[Effect] = []
-        if self.network is not None and record.key[0] == "M":
+        if self.network is not None and record.key[0] in _ADVERTISED:
+            effects.extend(self.network.address_removed(record.key, now))
+        effects.extend(senders_changed(record))
+        if self.uplink is not None:
+            effects.extend(self.uplink.consumers_changed(record))
+        return effects
+
+    def _sender_added(self, record: AddressRecord) -> list[Effect]:
+        """A producer link was bound to ``record``: an edge makes it known upward."""
+        if self.uplink is None:
+            return []
+        return self.uplink.senders_changed(record)
+
+    # -- edge routers (docs/networks.md#edge-routers) ----------------------------------
+
+    def _edge_record(self) -> AddressRecord:
+        return self._record(EDGE_KEY, "_edge", Distribution.CLOSEST, None)
+
+    def _downlink_record(self, edge_id: str) -> AddressRecord:
+        return self._record("H" + edge_id, f"_edge/{edge_id}", Distribution.BALANCED, None)
+
+    def _phases(self, address: str) -> tuple[int, int] | None:
+        spec = self.addresses.lookup(address)
+        if spec is None:
+            return None
+        return spec.phases[0], spec.phases[1]
+
+    def _link_route_reach(self, address: str, direction: Direction) -> tuple[bool, bool]:
+        """Whether ``address`` is link-routed in ``direction`` here, and whether
+        that route has somewhere to go (an edge's lookup)."""
+        entry = self.link_routing.table.match(address, direction)
+        if entry is None:
+            return False, False
+        record = self.records.get(entry.key)
+        return True, bool(entry.rotation) or bool(record is not None and record.remotes)
+
+    def _edge_attach(self, conn: Connection, *, outgoing: bool, name: str,
+                     address: str | None, capabilities: tuple[str, ...], handle: object,
+                     now: float) -> tuple[InLink | OutLink | None, list[Effect]]:
+        """An edge router's own links on its connection to this interior: its
+        downlink, address tracking, heartbeats and lookups.  None: a link
+        like any client's."""
+        edges = self.edges
+        peer = conn.edge
+        if edges is None or peer is None:
+            return None, []
+        if outgoing and EDGE_DOWNLINK in capabilities and address:
+            record, link = edges.downlink(peer, edge_id=address, name=name, handle=handle)
+            return link, self._downlink_bound(record, link, now)
+        if outgoing and address == TRACKING_ADDRESS:
+            return edges.tracking_attached(peer, name=name, handle=handle)
+        if not outgoing and address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
+            return edges.service_attached(peer, address, name=name, handle=handle), []
+        return None, []
+
+    def own_link_answered(self, link: InLink | OutLink, address: str | None) -> list[Effect]:
+        """The peer answered a link the core made (``AttachOwnLink``);
+        ``address`` is the terminus address it answered with."""
+        if self.uplink is not None:
+            return self.uplink.answered(link, address)
+        return []
+
+    def _offer_route(self, entry: RouteEntry[Connection], served: bool) -> list[Effect]:
+        """An edge offers the link routes its brokers serve to its interior."""
+        if self.uplink is None:
+            return []
+        return self.uplink.offer(entry.key, entry.pattern, entry.direction.value, served)
+
+    def edge_lookup(self, handle: object, address: str, receiving: bool,
+                    now: float) -> list[Effect] | None:
+        """On an edge router, a client's attach to ``address`` that no link
+        route of the edge's own serves is first looked up at the interior
+        (docs/networks.md#link-routes-through-an-edge): the effects that ask,
+        then ``LookupAnswered`` for ``handle``.  None: go on at once."""
+        uplink = self.uplink
+        if uplink is None:
+            return None
+        entry = self.link_routing.table.match(address,
+                                              Direction.IN if receiving else Direction.OUT)
+        if entry is not None and entry.rotation:
+            return None
+        return uplink.lookup(handle, address, receiving, now)
+
+    def _downlink_bound(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+        """An edge's downlink is the way to its ``H<edge-id>`` record: a
+        destination beyond this router, as a remote router is (messages to it
+        take the network's path, which addresses them for the edge), and
+        advertised to the other interiors."""
+        target = UplinkTarget(link)
+        record.remotes.insert(0, target)
+        record.closest_remotes.insert(0, target)
+        effects: list[Effect] = []
+        if self.network is not None:
+            effects.extend(self.network.address_added(record.key, HINTS[record.distribution],
+                                                      now))
+        effects.extend(senders_changed(record))
+        return effects
+
+    def _downlink_gone(self, link: OutLink, now: float) -> list[Effect]:
+        record = link.record
+        if record is None:
+            return []
+        kept = [t for t in record.remotes if not (type(t) is UplinkTarget and t.link is link)]
+        if len(kept) == len(record.remotes):
+            return []
+        record.remotes = kept
+        record.closest_remotes = [t for t in record.closest_remotes if t in kept]
+        effects: list[Effect] = []
+        if self.network is not None and not any(type(t) is UplinkTarget for t in kept):
             effects.extend(self.network.address_removed(record.key, now))
         effects.extend(senders_changed(record))
         return effects
+
+    def service_received(self, link: InLink, data: bytes, now: float) -> list[Effect]:
+        """A message on one of the edge services' links (not a routed message)."""
+        if self.uplink is not None:
+            return self.uplink.received(link, data)
+        if self.edges is not None:
+            return self.edges.received(link, data, now)
+        return []
 
     # -- attach -----------------------------------------------------------
 
@@ -278,35 +439,50 @@ class Router:
         capabilities: tuple[str, ...] = (),
         coordinator: bool = False,
         handle: object = None,
-    ) -> IncomingAccepted | AttachRefused:
+        now: float = 0.0,
+    ) -> tuple[IncomingAccepted | AttachRefused, list[Effect]]:
         """A client sender attached: bind it (docs/routing.md#attaching-links)."""
         if coordinator:
-            return NO_COORDINATOR
+            return NO_COORDINATOR, []
+        if conn.edge is not None:
+            own, effects = self._edge_attach(conn, outgoing=False, name=name, address=address,
+                                             capabilities=capabilities, handle=handle, now=now)
+            if isinstance(own, InLink):
+                return IncomingAccepted(link=own, address=address), effects
         if dynamic:
             address = f"amqp:/_$temp.{self._token()}"
         if not address:
             link = InLink(self._link_id(), conn, name=name, address=None, record=None,
                           handle=handle)
             conn.in_links[link.link_id] = link
-            return IncomingAccepted(link=link, address=None)
+            return IncomingAccepted(link=link, address=None), []
         distribution, spec = self._treatment(address)
         ingress = spec.phases[0] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             ingress = ordinal
         if distribution is Distribution.UNAVAILABLE:
-            return NOT_FOUND
-        key = classify(address, router_id=self.router_id, phase=ingress)
+            return NOT_FOUND, []
+        key = classify(address, router_id=self.router_id, phase=ingress,
+                       edge_mode=self.edge_mode)
         record = self._bind(key, address, distribution, spec)
         if record is None:
-            return NO_ROUTE
+            return NO_ROUTE, []
         link = InLink(self._link_id(), conn, name=name, address=address, record=record,
                       phase=ingress, fallback=FALLBACK_CAPABILITY in capabilities,
                       handle=handle)
         record.senders.append(link)
         demand_changed(record)
         conn.in_links[link.link_id] = link
-        return IncomingAccepted(link=link, address=address)
+        effects = self._sender_added(record)
+        edge = conn.edge
+        if edge is not None and not link.blocked:
+            # An edge's producer: whether the address has destinations beyond
+            # it (docs/networks.md#edge-routers).
+            answer = edge.tracked(link)
+            if answer is not None:
+                effects.append(answer)
+        return IncomingAccepted(link=link, address=address), effects
 
     def outgoing_link_attached(
         self,
@@ -323,8 +499,14 @@ class Router:
         """A client receiver attached: bind it as a consumer
         (docs/routing.md#attaching-links); with capability ``qd.fallback``, as a
         fallback destination."""
+        if conn.edge is not None:
+            own, effects = self._edge_attach(conn, outgoing=True, name=name, address=address,
+                                             capabilities=capabilities, handle=handle, now=now)
+            if isinstance(own, OutLink):
+                return OutgoingAccepted(link=own, address=address), effects
         if dynamic:
-            address = f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
+            address = f"amqp:/_edge/{self.router_id}/temp.{self._token()}" if self.edge_mode \
+                else f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
         if not address:
             return NO_ROUTE, []
         distribution, spec = self._treatment(address)
@@ -335,7 +517,7 @@ class Router:
         if distribution is Distribution.UNAVAILABLE and not dynamic:
             return NOT_FOUND, []
         key = classify(address, router_id=self.router_id, phase=egress,
-                       fallback=FALLBACK_CAPABILITY in capabilities)
+                       fallback=FALLBACK_CAPABILITY in capabilities, edge_mode=self.edge_mode)
         record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
@@ -351,7 +533,7 @@ class Router:
         closest distribution, and never advertised to other routers.  The
         adapter consumes what is queued on it.
         """
-        key = classify(address, router_id=self.router_id)
+        key = classify(address, router_id=self.router_id, edge_mode=self.edge_mode)
         assert key is not None
         record = self._record(key.key, address, Distribution.CLOSEST, None)
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record)
@@ -383,6 +565,13 @@ class Router:
                 record.retired_in += link.delivered
                 record.senders.remove(link)
                 demand_changed(record)
+                effects.extend(self._sender_added(record))
+        if self.uplink is not None:
+            effects.extend(self.uplink.detached(link))
+        elif self.edges is not None and link.conn.edge is not None:
+            self.edges.detached(link)
+            if isinstance(link, OutLink):
+                effects.extend(self._downlink_gone(link, now))
         if record is not None:
             self._release(record)
         autolink = link.autolink
@@ -401,6 +590,11 @@ class Router:
             effects.extend(self.link_detached(link, now))
         if self.network is not None:
             effects.extend(self.network.link_lost(conn, now))
+        if conn.role is Role.EDGE:
+            if self.uplink is not None:
+                effects.extend(self.uplink.closed(conn, now))
+            elif self.edges is not None:
+                self.edges.closed(conn)
         effects.extend(self.link_routing.connection_closed(conn, now))
         if conn.role is Role.ROUTE_CONTAINER:
             effects.extend(self.auto_links.connection_closed(conn))
@@ -410,7 +604,15 @@ class Router:
 
     def connection_opened(self, conn: Connection, now: float = 0.0) -> list[Effect]:
         """A connection opened; a route-container connection activates the link
-        routes it serves and gets the auto-links it serves attached."""
+        routes it serves and gets the auto-links it serves attached; an edge
+        connection is an uplink (on an edge router) or an edge router's
+        connection (on an interior router)."""
+        if conn.role is Role.EDGE:
+            if self.uplink is not None:
+                return self.uplink.opened(conn, now)
+            if self.edges is not None:
+                self.edges.opened(conn, now)
+            return []
         if conn.role is not Role.ROUTE_CONTAINER:
             return []
         effects = self.link_routing.connection_opened(conn, now)
@@ -450,8 +652,12 @@ class Router:
             if not self.link_routing.learn(key):
                 return None
             return self._record(key, key[1:], Distribution.BALANCED, None)
+        if key[0] == "H":
+            # An edge router attached to another interior router.
+            distribution = _FROM_HINT.get(hint, Distribution.BALANCED)
+            return self._record(key, f"_edge/{key[1:]}", distribution, None)
         if key[0] != "M" or len(key) < 3:
-            return None  # edge keys come with edge routers
+            return None
         address = key[2:]
         distribution, spec = self._treatment(address)
         if spec is not None and distribution is not Distribution.UNAVAILABLE:
@@ -515,15 +721,23 @@ class Router:
         effects = self.auto_links.tick(now)
         if self.network is not None:
             effects.extend(self.network.tick(now))
+        if self.uplink is not None:
+            effects.extend(self.uplink.tick(now))
+        if self.edges is not None:
+            effects.extend(self.edges.tick(now))
         return effects
 
     def next_deadline(self) -> float | None:
         """When ``tick`` is next due (asked on every turn of the event loop)."""
-        network = None if self.network is None else self.network.next_deadline()
-        retry = self.auto_links.next_deadline()
-        if retry is None or (network is not None and network < retry):
-            return network
-        return retry
+        deadlines = [self.auto_links.next_deadline()]
+        if self.network is not None:
+            deadlines.append(self.network.next_deadline())
+        if self.uplink is not None:
+            deadlines.append(self.uplink.next_deadline())
+        if self.edges is not None:
+            deadlines.append(self.edges.next_deadline())
+        due = [d for d in deadlines if d is not None]
+        return min(due) if due else None
 
     # -- anonymous routing -------------------------------------------------
 
@@ -538,9 +752,11 @@ class Router:
         key = self._key_cache.get(cache_key, "")
         if key == "":
             if phase == FALLBACK_PHASE:
-                rk = classify(to, router_id=self.router_id, fallback=True)
+                rk = classify(to, router_id=self.router_id, fallback=True,
+                              edge_mode=self.edge_mode)
             elif 0 <= phase <= MAX_PHASE:
-                rk = classify(to, router_id=self.router_id, phase=phase)
+                rk = classify(to, router_id=self.router_id, phase=phase,
+                              edge_mode=self.edge_mode)
             else:  # a phase no router sends: nowhere to go
                 rk = None
             key = rk.key if rk is not None and rk.cls in _ROUTABLE else None
@@ -554,4 +770,8 @@ class Router:
             return record
         if key[0] == "M" and self._treatment(to)[0] is Distribution.UNAVAILABLE:
             return UNAVAILABLE
+        if self.uplink is not None and self.uplink.active is not None:
+            # An edge router sends what it has no record for up its uplink
+            # (docs/networks.md#edge-routers).
+            return self.records.get(EDGE_KEY)
         return None

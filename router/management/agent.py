@@ -188,6 +188,18 @@ def _integer(value: object, what: str, default: int) -> int:
     return int(value)
 
 
+class Requester:
+    """The connection the request being served came on (an opaque marker the
+    adapter gives, None for a request of the router's own): sources whose
+    entities belong to a connection read it (``router.connection.linkRoute``)."""
+
+    def __init__(self) -> None:
+        self.origin: object = None
+
+    def __call__(self) -> object:
+        return self.origin
+
+
 class Agent:
     """Answers management requests for one router.
 
@@ -201,8 +213,10 @@ class Agent:
 
     def __init__(self, sources: Mapping[str, EntitySource], *,
                  mgmt_nodes: Callable[[], list[str]] = list,
-                 log_records: Callable[[], Sequence[list[object]]] = list) -> None:
+                 log_records: Callable[[], Sequence[list[object]]] = list,
+                 requester: Requester | None = None) -> None:
         self.sources = dict(sources)
+        self.requester = requester if requester is not None else Requester()
         self.mgmt_nodes = mgmt_nodes
         self.log_records = log_records
         self.failures = 0
@@ -211,11 +225,14 @@ class Agent:
 
     def handle(self, request: Request) -> Response:
         """Carry out ``request``; never raises for a bad request."""
+        self.requester.origin = request.origin
         try:
             response = self._handle(request)
         except ManagementError as error:
             response = Response(status=error.status, description=error.description,
                                 body=None)
+        finally:
+            self.requester.origin = None
         if not response.ok:
             self.failures += 1
             log.info("management %s refused: %d %s", request.properties.get("operation"),

@@ -182,6 +182,17 @@ _TYPES: tuple[EntityType, ...] = (
     EntityType(name="router.config.linkRoute", description="a link route",
                extends="configurationEntity", conf_name="linkRoute", operations=_CRD,
                attributes=_from_conf("linkRoute", extra=_stats(LinkRouteStatus))),
+    EntityType(name="router.connection.linkRoute",
+               description="a link route made over a connection, which alone serves it "
+                           "(how an edge router offers its brokers' link routes); seen "
+                           "and deleted only over that connection",
+               extends="operationalEntity", operations=_CRD,
+               attributes=(
+                   Attribute(name="pattern", type="string", required=True, create=True,
+                             description="the addresses it routes (an AMQP address pattern)"),
+                   Attribute(name="direction", type=("in", "out"), required=True, create=True,
+                             description="in: links the router receives on; out: sends on"),
+                   _s("containerId", "the container id of the connection that serves it"))),
     EntityType(name="router.config.autoLink", description="an auto-link",
                extends="configurationEntity", conf_name="autoLink", operations=_CRD,
                attributes=_from_conf("autoLink", extra=_stats(AutoLinkStatus))),

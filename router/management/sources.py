@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import conf
-from addressing import AddressError
+from addressing import AddressError, Direction
 from autolink import AutoLinkError
 from linkroute import LinkRouteError
 from router.core import AddressRecord, Connection, Effect, InLink, OutLink, Role, Router
@@ -376,7 +376,10 @@ class ConfigLinkRoutes(ReadOnly):
 
     def rows(self) -> Iterable[Row]:
         rows = []
+        scoped = {id(r) for routes in self._router.link_routing.scoped.values() for r in routes}
         for route in self._router.link_routing.table:
+            if id(route) in scoped:
+                continue  # router.connection.linkRoute
             row: Row = conf.section_attributes(conf.LinkRouteSection.from_spec(route.spec))
             row["identity"] = route.identity
             row["name"] = route.label
@@ -399,6 +402,65 @@ class ConfigLinkRoutes(ReadOnly):
         for route in routing.table:
             if route.identity == row["identity"]:
                 return tuple(routing.remove_route(route, self._clock()))
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+class ConnectionLinkRoutes(ReadOnly):
+    """``router.connection.linkRoute``: link routes a connection made over
+    itself and alone serves (docs/networks.md#link-routes-through-an-edge);
+    each request sees only those of the connection it came on.
+
+    Args:
+        router: the routing core.
+        requester: the core connection the request being served came on.
+        clock: monotonic clock (seconds).
+    """
+
+    def __init__(self, router: Router, requester: Callable[[], object],
+                 clock: Callable[[], float]) -> None:
+        self._router = router
+        self._requester = requester
+        self._clock = clock
+
+    def _conn(self) -> Connection | None:
+        conn = self._requester()
+        return conn if isinstance(conn, Connection) else None
+
+    def rows(self) -> Iterable[Row]:
+        conn = self._conn()
+        if conn is None:
+            return []
+        return [{"identity": route.identity, "name": route.label, "pattern": route.pattern,
+                 "direction": route.spec.direction.value, "containerId": conn.container_id}
+                for route in self._router.link_routing.scoped.get(conn, [])]
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        conn = self._conn()
+        if conn is None:
+            raise ManagementError(400, "Can only create via management CREATE over the "
+                                       "connection that serves it")
+        pattern = attributes.get("pattern")
+        direction = attributes.get("direction")
+        if not isinstance(pattern, str) or not pattern:
+            raise ManagementError(400, "Pattern field is required")
+        if direction not in ("in", "out"):
+            raise ManagementError(400, "direction must be 'in' or 'out'")
+        try:
+            route, effects = self._router.link_routing.add_connection_route(
+                conn, name=name or f"connection/{conn.conn_id}/linkRoute/{pattern}",
+                pattern=pattern, direction=Direction(direction), now=self._clock())
+        except (LinkRouteError, AddressError) as error:
+            raise ManagementError(400, str(error)) from None
+        row = next(r for r in self.rows() if r["identity"] == route.identity)
+        return Changed(row=row, effects=tuple(effects))
+
+    def delete(self, row: Row) -> tuple[Effect, ...]:
+        conn = self._conn()
+        routing = self._router.link_routing
+        if conn is not None:
+            for route in routing.scoped.get(conn, []):
+                if route.identity == row["identity"]:
+                    return tuple(routing.remove_connection_route(conn, route, self._clock()))
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 

@@ -97,7 +97,7 @@ def test_the_attach_uses_the_external_address_and_the_link_the_internal_one() ->
 
 def test_out_autolink_is_a_consumer_of_phase_0_that_unblocks_producers() -> None:
     router = make_router(out(), addresses=(WAYPOINT,))
-    producer = router.incoming_link_attached(client(), name="p", address="q")
+    producer = router.incoming_link_attached(client(), name="p", address="q")[0]
     assert isinstance(producer, IncomingAccepted) and producer.link.blocked
     (effect,) = attach_all(router, broker())
     link, effects = router.auto_links.attached(effect.autolink, name="qdlink.x", address="q",
@@ -137,7 +137,7 @@ def test_a_detached_autolink_fails_unbinds_and_is_attached_again_when_due() -> N
     conn = broker()
     (effect,) = attach_all(router, conn)
     link = answered(router, effect)
-    producer = router.incoming_link_attached(client(), name="p", address="q")
+    producer = router.incoming_link_attached(client(), name="p", address="q")[0]
     assert isinstance(producer, IncomingAccepted) and not producer.link.blocked
     effects = router.link_detached(link, now=100.0, error="amqp:resource-deleted: gone")
     assert effects == [BlockSender(link=producer.link)]
@@ -188,7 +188,7 @@ def test_fallback_autolinks_bind_to_the_fallback_record_and_to_phase_0() -> None
     assert in_link.record is not None and in_link.record.key == "M0q"
     assert in_link.record.fallback is out_link.record
     assert in_link.blocked, "a fallback producer gets no credit from the fallback itself"
-    producer = router.incoming_link_attached(client(), name="p", address="q")
+    producer = router.incoming_link_attached(client(), name="p", address="q")[0]
     assert isinstance(producer, IncomingAccepted)
     assert not producer.link.blocked, "a producer may send while only the fallback can take"
     consumer, effects = router.outgoing_link_attached(client(11), name="c", address="q")
@@ -199,7 +199,7 @@ def test_fallback_autolinks_bind_to_the_fallback_record_and_to_phase_0() -> None
 
 def test_a_receiver_with_the_fallback_capability_is_a_fallback_destination() -> None:
     router = make_router(addresses=(AddressSpec(prefix="q", enable_fallback=True),))
-    producer = router.incoming_link_attached(client(), name="p", address="q")
+    producer = router.incoming_link_attached(client(), name="p", address="q")[0]
     assert isinstance(producer, IncomingAccepted) and producer.link.blocked
     standby, effects = router.outgoing_link_attached(client(11), name="s", address="q",
                                                      capabilities=("qd.fallback",))
@@ -207,7 +207,7 @@ def test_a_receiver_with_the_fallback_capability_is_a_fallback_destination() -> 
     assert standby.link.record is not None and standby.link.record.key == "MFq"
     assert effects == [UnblockSender(link=producer.link)], "the fallback is somewhere to send"
     fallback_producer = router.incoming_link_attached(client(12), name="f", address="q",
-                                                      capabilities=("qd.fallback",))
+                                                      capabilities=("qd.fallback",))[0]
     assert isinstance(fallback_producer, IncomingAccepted)
     assert fallback_producer.link.fallback and fallback_producer.link.blocked, \
         "a fallback producer is not fed by the fallback"

@@ -36,7 +36,7 @@ from tests.unit.router.helpers import converge, interior
 def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> None:
     router = interior()
     converge(router)
-    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")
+    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")[0]
     assert isinstance(sender, IncomingAccepted) and sender.link.blocked
     assert router.network is not None
     effects = router.network._apply(
@@ -135,7 +135,7 @@ def test_garbage_on_a_control_link_is_dropped() -> None:
 def test_losing_the_only_path_blocks_senders() -> None:
     router = interior()
     converge(router)
-    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")
+    sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")[0]
     assert isinstance(sender, IncomingAccepted)
     assert router.network is not None
     router.network._apply([MobileAddressesChanged(router_id="B", added=(("M0q", 3),))], 0.0)

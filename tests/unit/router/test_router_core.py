@@ -45,7 +45,7 @@ def rec(accepted: OutgoingAccepted) -> AddressRecord:
 
 def attach_sender(router: Router, c: Connection, address: str | None, **kw: object
                   ) -> IncomingAccepted:
-    result = router.incoming_link_attached(c, name="s", address=address, **kw)  # type: ignore[arg-type]
+    result = router.incoming_link_attached(c, name="s", address=address, **kw)[0]  # type: ignore[arg-type]
     assert isinstance(result, IncomingAccepted)
     return result
 
@@ -111,7 +111,7 @@ def test_default_distribution_applies_to_unmatched_addresses() -> None:
 
 def test_unavailable_address_refuses_both_directions() -> None:
     router = make_router(AddressSpec(prefix="no", distribution=Distribution.UNAVAILABLE))
-    refused = router.incoming_link_attached(conn(), name="s", address="no.way")
+    refused = router.incoming_link_attached(conn(), name="s", address="no.way")[0]
     assert isinstance(refused, AttachRefused) and refused.condition == "amqp:not-found"
     refused_out, _ = router.outgoing_link_attached(conn(), name="r", address="no.way")
     assert isinstance(refused_out, AttachRefused) and refused_out.condition == "amqp:not-found"
@@ -167,7 +167,7 @@ def test_receiver_on_router_class_address_is_refused() -> None:
 
 def test_coordinator_without_link_route_is_refused_with_null_target() -> None:
     refused = make_router().incoming_link_attached(conn(), name="tx", address=None,
-                                                   coordinator=True)
+                                                   coordinator=True)[0]
     assert isinstance(refused, AttachRefused)
     assert refused.condition == "amqp:precondition-failed"
     assert refused.null_terminus
