@@ -9,8 +9,11 @@ between, the router is started again on fresh ports.
 Every router has a client listener (``ports[0]``), an inter-router listener
 (``ports[1]``) and, when asked for, a client listener with
 ``stripAnnotations: no`` (``ports[2]``), so both kinds can stand in for each
-other in a topology. Routes are read from Hop's ``routes:`` log line and
-from qdrouterd's management agent (``org.apache.qpid.dispatch.router.node``).
+other in a topology, and a ``role: edge`` listener (the last port). Edge
+routers of either kind (docs/networks.md#edge-routers) hang off interiors of
+either kind with ``add_edge``. Routes are read from Hop's ``routes:`` log
+line and from qdrouterd's management agent
+(``org.apache.qpid.dispatch.router.node``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from tests.system.harness import STARTUP_TIMEOUT_S, Hop, start
 from tests.system.network import (
     LOG_INFO,
     UNSTRIPPED_LISTENER,
+    UPLINK,
+    edge_conf,
     expected_costs,
     interior_conf,
     latest_routes,
@@ -53,7 +58,8 @@ def qdr_conf(router_id: str, ports: Sequence[int], connectors: Sequence[int],
              extra: str = "") -> str:
     """A qdrouterd interior conf: client listener on ``ports[0]``, inter-router
     listener on ``ports[1]``, an unstripped client listener on ``ports[2]`` if
-    given, and an inter-router connector to each of ``connectors``."""
+    there are four ports, an edge listener on the last port, and an
+    inter-router connector to each of ``connectors``."""
     parts = [
         f"router {{\n    mode: interior\n    id: {router_id}\n}}\n",
         f"listener {{\n    host: 127.0.0.1\n    port: {ports[0]}\n"
@@ -61,11 +67,29 @@ def qdr_conf(router_id: str, ports: Sequence[int], connectors: Sequence[int],
         f"listener {{\n    host: 127.0.0.1\n    port: {ports[1]}\n    role: inter-router\n"
         "    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n}\n",
     ]
-    if len(ports) > 2:
+    if len(ports) > 3:
         parts.append(UNSTRIPPED_LISTENER.replace("port: 0", f"port: {ports[2]}"))
+    parts.append(f"listener {{\n    host: 127.0.0.1\n    port: {ports[-1]}\n    role: edge\n"
+                 "    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n}\n")
     for port in connectors:
         parts.append(f"connector {{\n    host: 127.0.0.1\n    port: {port}\n"
                      "    role: inter-router\n}\n")
+    parts.append(LOG_INFO)
+    parts.append(extra)
+    return "".join(parts)
+
+
+def qdr_edge_conf(router_id: str, ports: Sequence[int], uplinks: Sequence[int],
+                  extra: str = "") -> str:
+    """A qdrouterd edge conf: a client listener on ``ports[0]`` and an edge
+    connector to each of ``uplinks``."""
+    parts = [
+        f"router {{\n    mode: edge\n    id: {router_id}\n}}\n",
+        f"listener {{\n    host: 127.0.0.1\n    port: {ports[0]}\n"
+        "    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n}\n",
+    ]
+    for port in uplinks:
+        parts.append(f"connector {{\n    host: 127.0.0.1\n    port: {port}\n    role: edge\n}}\n")
     parts.append(LOG_INFO)
     parts.append(extra)
     return "".join(parts)
@@ -76,14 +100,20 @@ class Qdr(Hop):
 
 
 def start_qdr(binary: str, directory: Path, router_id: str, connectors: Sequence[int],
-              *, extra: str = "", unstripped: bool = False, attempts: int = 3) -> Qdr:
-    """Start qdrouterd on free ports; wait until it is operational and listens."""
+              *, extra: str = "", unstripped: bool = False, attempts: int = 3,
+              uplinks: Sequence[int] | None = None) -> Qdr:
+    """Start qdrouterd on free ports; wait until it is operational and listens.
+    With ``uplinks``, an edge router connecting to them, else an interior."""
     conf_path = directory / f"{router_id}.conf"
     log_path = directory / f"{router_id}.log"
     text = ""
     for _ in range(attempts):
-        ports = [free_port() for _ in range(3 if unstripped else 2)]
-        conf_path.write_text(qdr_conf(router_id, ports, connectors, extra))
+        if uplinks is not None:
+            ports = [free_port()]
+            conf_path.write_text(qdr_edge_conf(router_id, ports, uplinks, extra))
+        else:
+            ports = [free_port() for _ in range(4 if unstripped else 3)]
+            conf_path.write_text(qdr_conf(router_id, ports, connectors, extra))
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen([binary, "-c", str(conf_path)], stdout=log_file,
                                     stderr=subprocess.STDOUT)
@@ -146,6 +176,7 @@ class MixedNetwork:
         self.qdrouterd = qdrouterd
         self.extra = extra
         self.routers: dict[str, Hop] = {}
+        self.edges: set[str] = set()
         self.links: dict[frozenset[str], int] = {}
 
     def __getitem__(self, router_id: str) -> Hop:
@@ -159,7 +190,7 @@ class MixedNetwork:
 
     def unstripped_url(self, router_id: str) -> str:
         ports = self.routers[router_id].ports
-        assert len(ports) > 2, f"{router_id} has no stripAnnotations: no listener"
+        assert len(ports) > 3, f"{router_id} has no stripAnnotations: no listener"
         return f"amqp://127.0.0.1:{ports[2]}"
 
     def _connect(self, router_id: str, peers: Sequence[str]) -> list[int]:
@@ -173,7 +204,7 @@ class MixedNetwork:
         ports = self._connect(router_id, peers)
         conf = interior_conf(router_id, dict.fromkeys(ports, 1), unstripped=unstripped,
                              extra=self.extra + extra)
-        hop = start(self.directory, conf, router_id, 3 if unstripped else 2)
+        hop = start(self.directory, conf, router_id, 4 if unstripped else 3)
         self.routers[router_id] = hop
         return hop
 
@@ -185,6 +216,27 @@ class MixedNetwork:
                         extra=self.extra + extra, unstripped=unstripped)
         self.routers[router_id] = qdr
         return qdr
+
+    def add_edge(self, edge_id: str, interiors: Sequence[str], *, kind: str = "hopd",
+                 extra: str = "") -> Hop:
+        """Start an edge router of ``kind`` with an uplink to each of
+        ``interiors``; wait until its uplink is active."""
+        uplinks = [self.routers[i].ports[-1] for i in interiors]
+        router: Hop
+        if kind == "qdrouterd":
+            router = start_qdr(self.qdrouterd, self.directory, edge_id, (), uplinks=uplinks,
+                               extra=self.extra + extra)
+        else:
+            router = start(self.directory, edge_conf(edge_id, uplinks, extra=self.extra + extra),
+                           edge_id, 1)
+        self.routers[edge_id] = router
+        self.edges.add(edge_id)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not UPLINK.search(router.log_text()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{edge_id}: no uplink:\n{log_tail(router)}")
+            time.sleep(0.05)
+        return router
 
     def routes(self, router_id: str) -> dict[str, tuple[str, int]] | None:
         router = self.routers[router_id]
@@ -201,6 +253,8 @@ class MixedNetwork:
         while True:
             pending = []
             for router_id in self.routers:
+                if router_id in self.edges:
+                    continue
                 routes = self.routes(router_id) or {}
                 costs = {d: c for d, (_, c) in routes.items()}
                 if costs != self.expected_costs(router_id):

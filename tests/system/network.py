@@ -9,8 +9,16 @@ inter-router port, which is only known once that router listens)::
 Every router gets, in this order, a client listener (``Hop.ports[0]``,
 stripping annotations as by default), an inter-router listener
 (``ports[1]``) and, when named in ``unstripped``, a client listener with
-``stripAnnotations: no`` (``ports[2]``). The DEFAULT log is ``info+`` so that
-the ``ROUTER_CORE (info) routes: ...`` lines appear.
+``stripAnnotations: no`` (``ports[2]``), then a ``role: edge`` listener
+(last). The DEFAULT log is ``info+`` so that the ``ROUTER_CORE (info)
+routes: ...`` lines appear.
+
+Edge routers hang off interior routers (docs/networks.md#edge-routers)::
+
+    start_network(start_router, {"I": []}, edges={"E1": ["I"], "E2": ["I"]})
+
+An edge gets a client listener (``ports[0]``) and a ``role: edge``
+connector to each interior named, in that order.
 """
 
 from __future__ import annotations
@@ -35,6 +43,16 @@ listener {
     role: inter-router
 }
 """
+
+EDGE_LISTENER = """\
+listener {
+    host: 127.0.0.1
+    port: 0
+    role: edge
+}
+"""
+
+UPLINK = re.compile(r"Edge connection \(id=\d+\) to interior established")
 
 UNSTRIPPED_LISTENER = """\
 listener {
@@ -61,10 +79,22 @@ def interior_conf(router_id: str, connectors: Mapping[int, int], *, unstripped: 
              INTER_ROUTER_LISTENER]
     if unstripped:
         parts.append(UNSTRIPPED_LISTENER)
+    parts.append(EDGE_LISTENER)
     for port, cost in connectors.items():
         parts.append(
             f"connector {{\n    host: 127.0.0.1\n    port: {port}\n    role: inter-router\n"
             f"    cost: {cost}\n}}\n")
+    parts.append(LOG_INFO)
+    parts.append(extra)
+    return "".join(parts)
+
+
+def edge_conf(edge_id: str, uplinks: Sequence[int], *, extra: str = "") -> str:
+    """An edge router conf: a client listener and an edge connector to each
+    of ``uplinks`` (interior routers' edge listener ports)."""
+    parts = [f"router {{\n    mode: edge\n    id: {edge_id}\n}}\n", STANDARD_LISTENER]
+    for port in uplinks:
+        parts.append(f"connector {{\n    host: 127.0.0.1\n    port: {port}\n    role: edge\n}}\n")
     parts.append(LOG_INFO)
     parts.append(extra)
     return "".join(parts)
@@ -111,6 +141,7 @@ class Network:
         self.extras = dict(extras or {})
         self.unstripped = set(unstripped)
         self.routers: dict[str, Hop] = {}
+        self.edges: dict[str, list[str]] = {}
         self.links: dict[frozenset[str], int] = {}
         self.killed: set[str] = set()
 
@@ -133,11 +164,35 @@ class Network:
         unstripped = router_id in self.unstripped
         conf = interior_conf(router_id, connectors, unstripped=unstripped,
                              extra=self.extra + self.extras.get(router_id, ""))
-        hop = (start or self.start)(conf, name=router_id, listeners=3 if unstripped else 2)
+        hop = (start or self.start)(conf, name=router_id, listeners=4 if unstripped else 3)
         self.routers[router_id] = hop
         for peer in peers:
             self.links[link_key(router_id, peer)] = costs.get(peer, 1)
         return hop
+
+    def edge_port(self, router_id: str) -> int:
+        """The ``role: edge`` listener port of interior ``router_id``."""
+        return self.routers[router_id].ports[-1]
+
+    def add_edge(self, edge_id: str, interiors: Sequence[str], *, extra: str = "",
+                 start: StartRouter | None = None, wait: bool = True) -> Hop:
+        """Start edge router ``edge_id`` with an uplink connector to each of
+        ``interiors`` (running); wait until its uplink is active."""
+        conf = edge_conf(edge_id, [self.edge_port(i) for i in interiors],
+                         extra=self.extra + self.extras.get(edge_id, "") + extra)
+        hop = (start or self.start)(conf, name=edge_id, listeners=1)
+        self.routers[edge_id] = hop
+        self.edges[edge_id] = list(interiors)
+        if wait:
+            self.wait_uplink(edge_id)
+        return hop
+
+    def wait_uplink(self, edge_id: str, count: int = 1,
+                    timeout: float = CONVERGE_TIMEOUT_S) -> None:
+        """Wait until edge ``edge_id`` has activated an uplink ``count`` times."""
+        hop = self.routers[edge_id]
+        wait_for(lambda: len(UPLINK.findall(hop.log_text())) >= count, timeout,
+                 f"{edge_id}'s uplink (activation {count})")
 
     def kill(self, router_id: str) -> None:
         """SIGKILL a router (no clean shutdown) and forget its links."""
@@ -148,7 +203,8 @@ class Network:
         self.links = {k: c for k, c in self.links.items() if router_id not in k}
 
     def live(self) -> list[str]:
-        return [r for r in self.routers if r not in self.killed]
+        """The interior routers still running."""
+        return [r for r in self.routers if r not in self.killed and r not in self.edges]
 
     def expected_routes(self, router_id: str) -> dict[str, int]:
         return expected_costs(self.links, router_id)
@@ -197,7 +253,8 @@ def start_network(start: StartRouter, topology: Mapping[str, Sequence[str]], *,
                   unstripped: Iterable[str] = (),
                   starters: Mapping[str, StartRouter] | None = None,
                   extras: Mapping[str, str] | None = None,
-                  converge: bool = True) -> Network:
+                  converge: bool = True,
+                  edges: Mapping[str, Sequence[str]] | None = None) -> Network:
     """Start the routers of ``topology`` in order and wait for their routes.
 
     ``costs`` maps (router, peer) to the cost of the connector from router to
@@ -214,4 +271,6 @@ def start_network(start: StartRouter, topology: Mapping[str, Sequence[str]], *,
                            start=starters.get(router_id))
     if converge:
         network.wait_converged()
+    for edge_id, interiors in (edges or {}).items():
+        network.add_edge(edge_id, interiors, start=starters.get(edge_id))
     return network
