@@ -32,7 +32,6 @@ from router.core import (
     Router,
     SendFrame,
     SendOnLink,
-    Transfer,
     UnblockSender,
 )
 
@@ -87,10 +86,10 @@ class Effects:
                 case DetachOwnLink():
                     self.own.detach_own(effect.link)
                 case SendOnLink():
-                    if effect.link.handle is not None:
-                        # Unsettled: an outcome that goes nowhere.
-                        ref = None if effect.settled else Transfer(None, self.forwarder.own)
-                        self.sender.send(effect.link, effect.data, ref)
+                    if effect.link.handle is not None and (
+                            effect.settled or not self.own.send_unsettled(effect.link,
+                                                                          effect.data)):
+                        self.sender.send(effect.link, effect.data, None)
                 case RouteMessage():
                     self.forwarder.route_own(effect.data)
                 case CloseConnection():

@@ -28,7 +28,7 @@ from router.adapter.endpoints import (
 )
 from router.adapter.links import Links
 from router.adapter.pending import Pending
-from router.adapter.pn import lib, to_str
+from router.adapter.pn import lib, pn_bytes, to_str
 from router.adapter.relay import Relay
 from router.core import (
     AnswerAttach,
@@ -75,6 +75,7 @@ class OwnLinks:
         self.sessions: set[Any] = set()
         #: The session of each connection's uplink links (an edge router's).
         self.shared: dict[Conn, Any] = {}
+        self._own_tags = 0
 
     def _session(self, conn: Conn) -> Any:
         """A new session for one link of the router's own."""
@@ -137,6 +138,26 @@ class OwnLinks:
         if isinstance(link, InLink) and not link.blocked:
             self.credit_dirty.add(link)
         self.dirty.add(conn)
+
+    def send_unsettled(self, link: OutLink, data: bytes) -> bool:
+        """Send a message the router makes itself unsettled, when ``link`` has
+        credit now (a management request, which must say which connection it
+        came on); its outcome goes nowhere (the consumer's disposition finds
+        no transfer and is settled).  False: no credit."""
+        lptr = link.handle
+        if lptr is None or link.credit <= 0:
+            return False
+        self._own_tags += 1
+        tag = f"own.{self._own_tags}".encode()
+        lib.pn_delivery(lptr, pn_bytes(tag))  # proton copies the tag
+        lib.pn_link_send(lptr, data, len(data))
+        lib.pn_link_advance(lptr)
+        link.credit -= 1
+        link.delivered += 1
+        conn = link.conn.handle
+        if conn is not None:
+            self.dirty.add(conn)
+        return True
 
     def detach_own(self, link: InLink | OutLink) -> None:
         """Detach a link of the router's own the core has already unbound:

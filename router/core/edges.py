@@ -259,9 +259,12 @@ class Uplink:
         #: offered to the interior through the management link.
         self.offered: dict[str, tuple[str, str]] = {}
         self.management: OutLink | None = None
-        #: Counters: uplinks activated, tracking messages received.
+        #: Proxy requests waiting for the management link's credit, by key.
+        self.proxy_waiting: dict[str, str] = {}
+        #: Counters: uplinks activated, tracking messages received, lookups asked.
         self.activations = 0
         self.tracking_updates = 0
+        self.lookups_sent = 0
 
     # -- which connection is the uplink ---------------------------------------------
 
@@ -284,6 +287,7 @@ class Uplink:
         self.anon = self.downlink = self.tracking = self.heartbeat = None
         self.lookup_out = self.lookup_in = self.management = None
         self.reply_to = None
+        self.proxy_waiting.clear()
         self.inlinks.clear()
         self.outlinks.clear()
         self.next_beat = None
@@ -510,6 +514,11 @@ class Uplink:
         reply_to = self.reply_to
         if self.active is None or agent is None or reply_to is None:
             return []  # offered again once the uplink is ready
+        if agent.credit <= 0:
+            # Sent unsettled, so only with credit: the next tick sends it.
+            self.proxy_waiting[key] = operation
+            return []
+        self.proxy_waiting.pop(key, None)
         self._next_lookup += 1
         name = f"{self.router_id}/proxyLinkRoute/{key}"
         pattern, direction = self.offered.get(key, (None, None))
@@ -554,6 +563,7 @@ class Uplink:
                 or ask.credit <= len(ask.queue):
             return None
         self._next_lookup += 1
+        self.lookups_sent += 1
         correlation = f"lookup.{self._next_lookup}"
         self.lookups[correlation] = (handle, now + LOOKUP_TIMEOUT_S)
         return [SendOnLink(link=ask, data=encode_lookup(address, receiving, reply_to=reply_to,
@@ -613,6 +623,8 @@ class Uplink:
             log.info("Edge address lookup: no answer in %.0f s, routing the attach locally",
                      LOOKUP_TIMEOUT_S)
             effects.append(LookupAnswered(handle=handle, link_route=False, destinations=False))
+        for key, operation in list(self.proxy_waiting.items()):
+            effects.extend(self._proxy(operation, key))
         due = self.next_beat
         if due is None or now < due:
             return effects
