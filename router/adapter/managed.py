@@ -29,7 +29,7 @@ from router.adapter.settings import (
 )
 from router.adapter.stats import RouterStats
 from router.adapter.tls import TlsError
-from router.core import Role, Router
+from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.management import (
     Agent,
@@ -68,9 +68,17 @@ policy_log = log.getChild("policy")
 class Connections(ReadOnly):
     """``connection``: every open connection."""
 
-    def __init__(self, connections: ConnectionControl, clock: Callable[[], float]) -> None:
+    def __init__(self, connections: ConnectionControl, clock: Callable[[], float],
+                 core: Router | None = None) -> None:
         self._connections = connections
         self._clock = clock
+        self._core = core
+
+    def _active(self, conn: Connection) -> bool:
+        """False only for an edge router's edge connection that is not its
+        active uplink (docs/networks.md#edge-routers)."""
+        uplink = self._core.uplink if self._core is not None else None
+        return uplink is None or conn.role is not Role.EDGE or uplink.active is conn
 
     def rows(self) -> Iterable[Row]:
         now = self._clock()
@@ -106,6 +114,7 @@ class Connections(ReadOnly):
                 uptimeSeconds=int(now - conn.started),
                 lastDlvSeconds=None,
                 properties=_remote_properties(conn.pn_conn) if conn.opened else {},
+                active=self._active(conn.core),
             )
             rows.append({"identity": str(conn.core.conn_id), "name": f"connection/{conn.peer}",
                          **as_row(stats)})
@@ -457,7 +466,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "router": RouterEntity(stats),
         "listener": Listeners(listeners, certificates),
         "connector": Connectors(connectors, certificates, clock),
-        "connection": Connections(connections, clock),
+        "connection": Connections(connections, clock, core),
         "router.link": RouterLinks(lambda: [c.core for c in connections.conns.values()], clock),
         "router.address": RouterAddresses(core),
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),

@@ -114,6 +114,7 @@ class RouterStats:
                 tally(totals, ol)
         c = self._counters
         blocked = sum(1 for conn in conns for out in conn.out_links.values() if out.starved)
+        uplink = core.uplink
         return RouterStatistics(
             version=router.__version__,
             hostName=socket.gethostname(),
@@ -145,6 +146,12 @@ class RouterStats:
             deliveriesStreamed=c.streamed,
             deliveriesStreamedAborted=c.streams_aborted,
             streamingPauses=c.stream_pauses,
+            edgeCount=0 if core.edges is None else len(core.edges.peers),
+            uplinkActive=int(uplink is not None and uplink.active is not None),
+            uplinkActivations=0 if uplink is None else uplink.activations,
+            edgeAddressUpdates=0 if uplink is None else uplink.tracking_updates,
+            edgeLookups=(uplink.lookups_sent if uplink is not None
+                         else core.edges.lookups if core.edges is not None else 0),
             uptimeSeconds=int(time.monotonic() - self._started),
             memoryUsage=_memory_bytes(),
             workerThreads=1,

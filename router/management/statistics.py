@@ -217,6 +217,20 @@ class RouterStatistics:
     streamingPauses: int = counter(
         "times a producer's connection stopped being read because a copy fell behind",
         metric="hop_streaming_pauses_total", help="router streamingPauses")
+    edgeCount: int = gauge("edge routers attached to this interior router", graph=False,
+                           metric="hop_edges_total", help="router edgeCount")
+    uplinkActive: int = gauge("1 while this edge router has an active uplink, else 0",
+                              graph=False, metric="hop_uplink_active",
+                              help="router uplinkActive")
+    uplinkActivations: int = counter(
+        "times an edge router activated an uplink (the first, then each failover)",
+        metric="hop_uplink_activations_total", help="router uplinkActivations")
+    edgeAddressUpdates: int = counter(
+        "address-tracking messages an edge router received from its interior",
+        metric="hop_edge_address_updates_total", help="router edgeAddressUpdates")
+    edgeLookups: int = counter(
+        "link-route lookups: an edge router's questions, an interior's answers",
+        metric="hop_edge_lookups_total", help="router edgeLookups")
     uptimeSeconds: int = integer("seconds since the router started", graph=True)
     memoryUsage: int | None = integer("virtual memory size of the process, in bytes")
     workerThreads: int = integer("threads serving connections")
@@ -352,6 +366,8 @@ class ConnectionStatistics:
     properties: dict[str, object] = mapping("the peer's OPEN properties")
     lastDlvSeconds: int | None = integer("seconds since the last delivery (null: none yet)",
                                          graph=True)
+    active: bool = flag("false only for an edge router's edge connection that is not its "
+                        "active uplink", default=True)
 
 
 @attrs.frozen(kw_only=True)

@@ -79,13 +79,15 @@ class Response:
         return 200 <= self.status < 300
 
 
-def management_address(url: str, router: str | None = None) -> tuple[str, str]:
+def management_address(url: str, router: str | None = None,
+                       edge: str | None = None) -> tuple[str, str]:
     """Split ``url`` into the URL to connect to and the management node address.
 
     ``host:port`` and ``host`` are accepted without a scheme (``amqp`` is
     assumed, as qdstat does).  A path in the URL names the management node
-    itself; otherwise ``router`` selects ``_topo/0/ROUTER/$management`` and
-    no router the local ``$management``.
+    itself; otherwise ``router`` selects ``_topo/0/ROUTER/$management``,
+    ``edge`` an edge router's ``_edge/EDGE/$management``, and neither the
+    local ``$management``.
 
     Raises:
         ConnectionFailed: ``url`` cannot be parsed.
@@ -100,6 +102,8 @@ def management_address(url: str, router: str | None = None) -> tuple[str, str]:
         raise ConnectionFailed(f"bad URL {url!r}: {exc}") from None
     if path:
         address = path
+    elif edge:
+        address = f"_edge/{edge}/$management"
     elif router:
         address = f"_topo/0/{router}/$management"
     else:
@@ -114,14 +118,14 @@ class ManagementClient:
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, router: str | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 edge: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         """Connect and attach the request sender and the dynamic reply receiver.
 
         Raises:
             ConnectionFailed: the router is unreachable, refuses the
                 connection or does not answer within ``timeout_s``.
         """
-        self.url, self.address = management_address(url, router)
+        self.url, self.address = management_address(url, router, edge)
         shown = Url(self.url)
         shown.password = None  # never echo a password in a message
         self.shown_url = str(shown)

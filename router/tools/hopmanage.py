@@ -133,6 +133,7 @@ class Settings:
 
     bus: str = DEFAULT_URL
     router: str | None = None
+    edge_router: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     type: str | None = None
     name: str | None = None
@@ -148,6 +149,8 @@ _COMMON_OPTIONS: Final = (
     click.option("-r", "--router", metavar="ROUTER-ID",
                  help="Router to manage, through the one connected to "
                       "(default: the router connected to)."),
+    click.option("-d", "--edge-router", metavar="EDGE-ROUTER-ID",
+                 help="Edge router to manage, through the interior connected to."),
     click.option("-t", "--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
                  metavar="SECS",
                  help=f"Maximum time to wait for the connection and for the response, "
@@ -196,7 +199,7 @@ def operation(command: Callable[..., None]) -> Callable[..., None]:
         for key in _SETTING_NAMES:
             params.pop(key, None)
         try:
-            with ManagementClient(chosen.bus, router=chosen.router,
+            with ManagementClient(chosen.bus, router=chosen.router, edge=chosen.edge_router,
                                   timeout_s=chosen.timeout_s) as client:
                 command(client, chosen, **params)
         except ToolError as exc:

@@ -171,6 +171,26 @@ def connections(client: Management, options: Options) -> Output:
     return [table("Connections", headers, rows)]
 
 
+def edges(client: Management, options: Options) -> Output:
+    """``-e``: the edge connections (an interior's edge routers, an edge's uplinks)."""
+    conns = [c for c in _query(client, "connection", options) if c.get("role") == "edge"]
+    if not conns:
+        return ["No Edge Router Connections"]
+    headers = ["id", "host", "container", "role", "dir", "security", "authentication",
+               "tenant"]
+    active = _has(conns, "active")
+    headers += ["active"] * active
+    rows = []
+    for c in conns:
+        row = [cell(c, "identity"), cell(c, "host"), cell(c, "container"), cell(c, "role"),
+               cell(c, "dir"), _security(c), _authentication(c),
+               cell(c, "tenant", lambda v: str(v).removesuffix("/"))]
+        if active:
+            row.append("yes" if c.get("active") else "no")
+        rows.append(row)
+    return [table("Connections", headers, rows)]
+
+
 def _delay(link: Row) -> str:
     one, ten = link.get("deliveriesDelayed1Sec"), link.get("deliveriesDelayed10Sec")
     if not isinstance(one, int) or not isinstance(ten, int):
@@ -381,6 +401,7 @@ VIEWS: Final = (
          show=general),
     View(flags=("-c", "--connections"), help="Show connections.", show=connections),
     View(flags=("-l", "--links"), help="Show router links.", show=links),
+    View(flags=("-e", "--edge"), help="Show edge connections.", show=edges),
     View(flags=("-n", "--nodes"), help="Show the routers of the network.", show=nodes),
     View(flags=("-a", "--address"), help="Show router addresses.", show=addresses),
     View(flags=("-m", "--memory"),
@@ -425,6 +446,8 @@ def _view_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("-r", "--router", "router_id", metavar="ROUTER-ID",
               help="Router to be queried, through the one connected to "
                    "(default: the router connected to).")
+@click.option("-d", "--edge-router", "edge_id", metavar="EDGE-ROUTER-ID",
+              help="Edge router to be queried, through the interior connected to.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N",
               help="Limit the number of output rows (0 or not given: unlimited).")
 @click.option("--csv", "csv_format", is_flag=True,
@@ -438,8 +461,8 @@ def _view_options(command: Callable[..., None]) -> Callable[..., None]:
               help=f"Maximum time to wait for the connection and for each response, "
                    f"in seconds (default {DEFAULT_TIMEOUT_S:g}).")
 @click.version_option(router.__version__, prog_name="hopstat")
-def hopstat(router_id: str | None, limit: int | None, csv_format: bool, verbose: bool,
-            bus: str, timeout_s: float, **shown: bool) -> None:
+def hopstat(router_id: str | None, edge_id: str | None, limit: int | None, csv_format: bool,
+            verbose: bool, bus: str, timeout_s: float, **shown: bool) -> None:
     """Show the status of a running Hop router (or qdrouterd), as qdstat does.
 
     Choose at most one display option; without one, -g is shown.
@@ -451,7 +474,8 @@ def hopstat(router_id: str | None, limit: int | None, csv_format: bool, verbose:
     view = chosen[0] if chosen else VIEWS[0]
     options = Options(limit=limit or None, verbose=verbose)
     try:
-        with ManagementClient(bus, router=router_id, timeout_s=timeout_s) as client:
+        with ManagementClient(bus, router=router_id, edge=edge_id,
+                              timeout_s=timeout_s) as client:
             lines = run(view, client, options, csv=csv_format)
     except ToolError as exc:
         click.echo(f"hopstat: {exc}", err=True)

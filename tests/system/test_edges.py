@@ -32,6 +32,7 @@ from tests.system.test_network import (
     settle_all,
     take,
 )
+from tests.system.test_tools import hopmanage, hopstat
 
 TWO_EDGES = {"E1": ["I"], "E2": ["I"]}
 
@@ -348,3 +349,59 @@ def test_an_interior_closes_an_edge_connection_whose_heartbeats_stop(
     assert time.monotonic() - start_s < 19
     wait_for(lambda: "Lost heartbeat from container Silent.Edge" in net["I"].log_text(), 5,
              "the interior's log line")
+
+
+def test_hopstat_and_hopmanage_show_edges_through_their_interior(
+        start_router: StartRouter) -> None:
+    net = edges(start_router)
+    listed = hopstat(net["I"], "-e")
+    rows = [line.split() for line in listed.splitlines() if " edge " in f" {line} "]
+    assert sorted(row[2] for row in rows) == ["E1", "E2"], listed
+    assert all(row[-1] == "yes" for row in rows), listed
+    at_edge = hopstat(net["E1"], "-e")
+    assert [line.split()[2] for line in at_edge.splitlines() if " edge " in f" {line} "] == [
+        "I"], at_edge
+    general = hopstat(net["I"], "-d", "E2", "-g")
+    assert "E2" in general.splitlines()[1] and re.search(r"Mode\s+edge", general), general
+    (row,) = hopmanage(net["I"], "query", "-d", "E1", "--type", "router")
+    assert row["mode"] == "edge" and row["id"] == "E1"
+
+
+def test_an_edge_alone_says_it_has_no_edge_connections_once_its_uplink_is_gone(
+        killable: StartRouter) -> None:
+    net = start_network(killable, {"I": []}, edges={"E1": ["I"]})
+    net.kill("I")
+    wait_for(lambda: "no alternate connection available" in net["E1"].log_text(), 15,
+             "E1 to lose its uplink")
+    assert "No Edge Router Connections" in hopstat(net["E1"], "-e")
+
+
+EDGE_POLICY = """\
+policy {
+    enableVhostPolicy: true
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: yes
+    groups: {
+        "$default": {
+            "allowDynamicSource": true,
+            "allowAnonymousSender": true,
+            "sources": "*",
+            "targets": "allowed.*, _$qd.*, $management"
+        }
+    }
+}
+"""
+
+
+def test_vhost_policy_at_the_interior_rules_what_an_edge_may_produce_to(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, {"I": []}, edges=TWO_EDGES, extras={"I": EDGE_POLICY})
+    assert deliver_across(net.url("E1"), net.url("E2"), "allowed.q", "ok") == Delivery.ACCEPTED
+    producer, consumer = connect(net.url("E1")), connect(net.url("E2"))
+    consumer.create_receiver("denied.q", credit=1)
+    sender = producer.create_sender("denied.q")
+    pump(producer, 2.0)
+    assert sender.link.credit == 0, "credit for an address the edge's vhost refuses"
+    assert "DENY" in net["I"].log_text() and "denied.q" in net["I"].log_text()
