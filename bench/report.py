@@ -95,6 +95,12 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
                          f"{s['convergence_sim_s']:.1f} simulated s ({s['wall_s']:.1f} s wall, "
                          f"{s['cpu_s']:.1f} s CPU); {s['control_messages']:,.0f} control "
                          f"messages: {kinds}")
+        if "interior_kb_per_edge" in s:
+            other.append(f"{s['edges']:.0f} edges: {s['interior_kb_per_edge']:.0f} kB each at "
+                         f"the interior, a new edge's address reachable from every edge in "
+                         f"{s['every_edge_reached_s']:.2f} s")
+        if "interior_us_per_msg" in s:
+            other.append(f"interior {s['interior_us_per_msg']:.2f} us/msg")
         if "rss_growth_mb" in s:
             other.append(f"{s['size_mib']:.0f} MiB messages at {s['mib_per_s']:.0f} MiB/s, "
                          f"RSS +{s['rss_growth_mb']:.1f} MB at most")
@@ -208,12 +214,15 @@ _SCALE_PANELS = (
     ("Convergence of real routers", "convergence_s", "seconds from the last start", False),
     ("Simulated convergence", "convergence_sim_s", "simulated seconds", False),
     ("100 MiB messages: router memory growth", "rss_growth_mb", "MB above idle", True),
+    ("Edge routers: interior memory each", "interior_kb_per_edge", "kB per edge", False),
+    ("Edge routers: a new address reachable everywhere", "every_edge_reached_s", "seconds",
+     False),
 )
 
 
 def _label(name: str, s: Record) -> str:
     for key, unit in (("connections", "conns"), ("addresses", "addresses"),
-                      ("routers", "routers")):
+                      ("routers", "routers"), ("edges", "edges")):
         if key in s:
             return f"{name} ({s[key]:,.0f} {unit})"
     return name
@@ -296,6 +305,8 @@ _SCALE_COMPARED = (
     ("convergence_s", "convergence", "s", ".1f"),
     ("rss_growth_mb", "memory growth with large messages", "MB", ".1f"),
     ("mib_per_s", "large-message throughput", "MiB/s", ".0f"),
+    ("interior_kb_per_edge", "interior memory per edge", "kB", ".0f"),
+    ("every_edge_reached_s", "a new edge's address reachable from every edge", "s", ".2f"),
 )
 
 

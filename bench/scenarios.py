@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from bench.edges import edge_line, edges_scale
 from bench.large import large_message
 from bench.processes import (
     HOP,
@@ -49,6 +50,8 @@ class Scale:
     # many, beside a Hop run with as many.
     compare_addresses: int = 10_000
     mesh: int = 10
+    # Edge routers started under one interior (bench.edges).
+    edges: int = 100
     sim_routers: int = 100
     sim_grid: int = 6
     broker_count: int = 50_000
@@ -60,7 +63,7 @@ class Scale:
 
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
-              addresses=200, compare_addresses=100, mesh=3, sim_routers=10, sim_grid=3,
+              addresses=200, compare_addresses=100, mesh=3, edges=3, sim_routers=10, sim_grid=3,
               broker_count=500, large_size=4 * 2**20, large_count=1, timeout=120.0,
               start_timeout=120.0)
 
@@ -279,12 +282,17 @@ SCENARIOS = [
              description="one router, 64 KiB, unsettled"),
     Scenario(name="multicast-4", kind="throughput", run=multicast(4),
              description="one router, multicast to 4 receivers, 100 B, unsettled"),
+    Scenario(name="edge-100", kind="throughput", run=edge_line(),
+             description="an edge, the interior and another edge, 100 B, unsettled"),
     Scenario(name="latency-1000", kind="latency", run=latency(1000),
              description="one router, 1,000 msg/s, 100 B"),
     Scenario(name="latency-5000", kind="latency", run=latency(5000),
              description="one router, 5,000 msg/s, 100 B"),
     Scenario(name="idle-connections", kind="scale", run=idle_connections(),
              description="resident memory with idle AMQP connections"),
+    Scenario(name="edges", kind="scale", run=edges_scale(),
+             description="one interior serving many edge routers: memory per edge, "
+                         "time until a new edge's address is reachable from every edge"),
     Scenario(name="many-addresses", kind="scale", run=many_addresses(),
              description="start-up time and memory with configured addresses"),
     Scenario(name="many-addresses-10k", kind="scale", run=many_addresses(compare=True),
@@ -475,6 +483,11 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:latency-5000-line3", kind="latency",
                  run=line3_latency(5000, flavour),
                  description=f"{flavour.name}, 3-router line, 5,000 msg/s, 100 B"),
+        Scenario(name=f"{flavour.name}:edge-100", kind="throughput",
+                 run=edge_line(flavour),
+                 description=f"{flavour.name}, an edge, the interior and another edge, 100 B"),
+        Scenario(name=f"{flavour.name}:edges", kind="scale", run=edges_scale(flavour),
+                 description=f"{flavour.name}, one interior serving many edge routers"),
         Scenario(name=f"{flavour.name}:line3-100", kind="throughput",
                  run=line3(False, flavour),
                  description=f"{flavour.name}, 3-router line, 100 B, unsettled"),
