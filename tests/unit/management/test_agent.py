@@ -132,3 +132,16 @@ def test_query_pages_with_offset_and_count() -> None:
     unknown = call(a, {"attributeNames": ["name", "nope"]}, operation="QUERY",
                    entityType=ADDRESS, name="self")
     assert unknown.status == 404
+
+
+def test_a_query_may_name_the_entity_type_queried_as_its_type() -> None:
+    """qdrouterd's own test clients send QUERY with ``type`` the entity type
+    and no body: the same rows as a node QUERY of that entityType."""
+    a = agent()
+    for n in range(3):
+        call(a, {"prefix": f"t{n}"}, operation="CREATE", type=ADDRESS, name=f"t{n}")
+    by_type = call(a, operation="QUERY", type=ADDRESS)
+    by_node = call(a, {}, operation="QUERY", entityType=ADDRESS, **NODE)
+    assert by_type.status == 200 and by_type.body == by_node.body
+    assert [row[by_type.body["attributeNames"].index("name")]  # type: ignore[index]
+            for row in by_type.body["results"]] == ["t0", "t1", "t2"]  # type: ignore[index]
