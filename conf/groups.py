@@ -149,8 +149,8 @@ class UserGroupSection(Section):
         default=True,
         metadata=setting(
             "allowDynamicLinkRoutes", BooleanType(),
-            "connections may create connection-scoped link routes",
-            ignored="Hop has no connection-scoped link routes for it to allow",
+            "connections may create connection-scoped link routes (connection.linkRoute, "
+            "how edge routers offer their brokers)",
         ),
     )
     allow_admin_status_update: bool = attrs.field(

@@ -250,6 +250,7 @@ def _group_settings(group: conf.UserGroupSection) -> GroupSettings:
         allow_user_id_proxy=group.allow_user_id_proxy,
         allow_waypoint_links=group.allow_waypoint_links,
         allow_fallback_links=group.allow_fallback_links,
+        allow_dynamic_link_routes=group.allow_dynamic_link_routes,
         sources=group.sources if group.sources is not None else group.source_pattern,
         targets=group.targets if group.targets is not None else group.target_pattern,
         management=group.management.value,

@@ -134,6 +134,8 @@ class GroupSettings:
     #: Whether links may claim ``qd.waypoint[.N]`` or ``qd.fallback``.
     allow_waypoint_links: bool
     allow_fallback_links: bool
+    #: Whether the group's connections may make ``connection.linkRoute``s.
+    allow_dynamic_link_routes: bool = True
     #: None: any address; else the allowed names and ``prefix*`` patterns.
     sources: tuple[str, ...] | None
     targets: tuple[str, ...] | None
@@ -352,6 +354,15 @@ class Policy:
         policy, writes need an authenticated user whose group has
         ``management: write``; ``none`` refuses reads too."""
         if not self.enabled:
+            return None
+        if entity_type.endswith("connection.linkRoute"):
+            # A link route made over the connection itself (how an edge offers
+            # its brokers): qdrouterd's allowDynamicLinkRoutes decides, not the
+            # management rights (docs/networks.md#link-routes-through-an-edge).
+            group = grant.group if grant is not None else None
+            if group is not None and not group.allow_dynamic_link_routes:
+                return Denied("403", "Forbidden", "connection link routes are not allowed "
+                              "for this connection's group (allowDynamicLinkRoutes)")
             return None
         access = grant.group.management if grant is not None and grant.group else "read"
         write = operation.upper() in WRITE_OPERATIONS

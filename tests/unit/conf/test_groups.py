@@ -121,7 +121,6 @@ def test_a_section_made_without_the_loader_is_still_checked() -> None:
         VhostSection(hostname="h", groups={"g": {"maxSender": 1}}).user_groups()
 
 
-def test_settings_hop_does_not_apply_are_named_with_the_reason() -> None:
-    assert ignored_group_settings({"allowDynamicLinkRoutes": False, "maxSenders": 1}) == [
-        ("allowDynamicLinkRoutes", "Hop has no connection-scoped link routes for it to allow")]
-    assert ignored_group_settings({"maxSenders": 1}) == []
+def test_every_group_setting_is_applied_so_none_is_reported_ignored() -> None:
+    # allowDynamicLinkRoutes was the last one: it now rules connection.linkRoute.
+    assert ignored_group_settings({"allowDynamicLinkRoutes": False, "maxSenders": 1}) == []

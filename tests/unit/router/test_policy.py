@@ -234,3 +234,14 @@ def test_closing_connections_through_management_needs_allow_admin_status_update(
     assert refused is not None and "allowAdminStatusUpdate" in refused.reason
     assert policy.may_manage(alice, "UPDATE", "org.apache.qpid.dispatch.vhost") is None
     assert policy.may_manage(alice, "READ", "org.apache.qpid.dispatch.connection") is None
+
+
+def test_connection_link_routes_follow_allow_dynamic_link_routes_not_management_rights() -> None:
+    kind = "org.apache.qpid.dispatch.router.connection.linkRoute"
+    policy, edge = one_group_policy(allowDynamicLinkRoutes=True)
+    assert policy.may_manage(edge, "CREATE", kind) is None, "anonymous, but allowed"
+    assert policy.may_manage(edge, "CREATE", "org.apache.qpid.dispatch.router.config.address") \
+        is not None, "other writes still need management rights"
+    policy, edge = one_group_policy(allowDynamicLinkRoutes=False)
+    refused = policy.may_manage(edge, "CREATE", kind)
+    assert refused is not None and "allowDynamicLinkRoutes" in refused.reason

@@ -155,11 +155,11 @@ def test_an_empty_group_has_the_conf_s_defaults() -> None:
         frozenset(), (), None, None)
 
 
-def test_group_settings_hop_does_not_apply_are_warned_about() -> None:
+def test_allow_dynamic_link_routes_is_applied_not_warned_about() -> None:
     warnings: list[str] = []
     section = conf.build_section("vhost", {"hostname": "h", "groups": {
         "g": {"allowDynamicLinkRoutes": False}}})
     assert isinstance(section, conf.VhostSection)
-    vhost_from_section(section, lambda text, *args: warnings.append(text % args))
-    assert warnings == ["vhost 'h' group 'g': allowDynamicLinkRoutes is ignored: Hop has no "
-                        "connection-scoped link routes for it to allow"]
+    vhost = vhost_from_section(section, lambda text, *args: warnings.append(text % args))
+    assert warnings == []
+    assert vhost.groups["g"].allow_dynamic_link_routes is False
