@@ -94,6 +94,8 @@ class Forwarder:
                                          self.counters)
         #: Set when the router shuts down: no more credit is granted.
         self.frozen = False
+        #: An edge router (its uplink is fixed when the core is made).
+        self.edge = router.uplink is not None
         #: Messages the router makes itself (replies to an edge's lookups)
         #: enter routing on this link, pre-settled.
         self.own = InLink(LinkId(0), Connection(ConnectionId(0), strip_in=False,
@@ -294,7 +296,10 @@ class Forwarder:
             return
         dist = record.distribution
         if dist is _MULTICAST:
-            if ann is not None:  # each copy stripped as its connection wants
+            if ann is not None or (self.edge and il.record is None):
+                # Each copy stripped as its connection wants; on an edge router
+                # an anonymous sender's multicast also goes up the uplink
+                # (docs/networks.md#edge-routers).
                 self.network.route(d, il, data, record, info, ann)
             else:
                 self._multicast(d, il, data, consumers, keys)

@@ -486,8 +486,10 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
     def mgmt_nodes() -> list[str]:
         if core.network is None:
             return []
+        # Every router of the network, this one included, as qdrouterd answers
+        # (qdstat --all-routers walks them).
         return [f"amqp:/_topo/0/{node.id}/$management"
-                for node in core.network.protocol.node_table() if not node.is_self]
+                for node in core.network.protocol.node_table()]
 
     return Agent(sources, mgmt_nodes=mgmt_nodes, log_records=lambda: list(logs.RECORDER.records),
                  requester=requester)

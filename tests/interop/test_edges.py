@@ -2,7 +2,8 @@
 qdrouterd interior, qdrouterd edges under a Hop interior, and both kinds of
 edge under one interior, carrying anycast both ways with its outcomes,
 multicast once per consumer, request/reply through the edges' dynamic
-addresses, and producer credit that follows consumers beyond the edge."""
+addresses, producer credit that follows consumers beyond the edge, and link
+routes through the uplink both ways in front of a real RabbitMQ."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ import pytest
 from proton import Delivery, Message
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork
-from tests.system.clients import connect, deliver_across, send_async, wait_all
+from tests.interop.test_brokered import attach_when_routed
+from tests.system.brokered import broker_connector
+from tests.system.clients import (
+    connect,
+    deliver_across,
+    receive_all,
+    send_async,
+    send_settled,
+    wait_all,
+)
+from tests.system.rabbitmq import RabbitMQ
+from tests.system.test_link_routes import link_routes
 from tests.system.test_network import (
     collect_for,
     collect_until,
@@ -137,3 +149,50 @@ def test_an_edge_producer_has_credit_while_a_consumer_exists_beyond_it(
     assert take(receiver).body == "x"
     wait_all(conns, lambda: delivery.settled, 15, "settled")
     assert delivery.remote_state == Delivery.ACCEPTED
+
+
+# -- link routes through the uplink, with a real RabbitMQ -----------------------------
+
+
+@pytest.mark.parametrize(("interior", "edge"), [("qdrouterd", "hopd"), ("hopd", "qdrouterd")],
+                         ids=["hopd-edge-under-qdrouterd", "qdrouterd-edge-under-hopd"])
+def test_an_edge_client_is_link_routed_to_a_broker_behind_the_interior(
+        mixed: MakeNetwork, rabbitmq: RabbitMQ, interior: str, edge: str) -> None:
+    """The edge asks its interior (_$qd.addr_lookup) and forwards the attach up."""
+    net = mixed()
+    extra = broker_connector(rabbitmq.port) + link_routes("ilr")
+    if interior == "qdrouterd":
+        net.add_qdr("I", extra=extra)
+    else:
+        net.add_hop("I", extra=extra)
+    net.add_edge("E1", ["I"], kind=edge)
+    conn = connect(net.url("E1"))
+    try:
+        sender = attach_when_routed(conn, "ilr.q")
+        assert send_settled(conn, sender, [f"i{n}" for n in range(3)]) == [Delivery.ACCEPTED] * 3
+        assert rabbitmq.queue_depth("ilr.q") == 3
+        receiver = conn.create_receiver("ilr.q", credit=5)
+        assert [m.body for m in receive_all(receiver, 3)] == [f"i{n}" for n in range(3)]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("interior", "edge"), [("qdrouterd", "hopd"), ("hopd", "qdrouterd")],
+                         ids=["hopd-edge-under-qdrouterd", "qdrouterd-edge-under-hopd"])
+def test_a_broker_on_an_edge_serves_a_client_on_the_interior(
+        mixed: MakeNetwork, rabbitmq: RabbitMQ, interior: str, edge: str) -> None:
+    """The edge offers its link route to the interior (connection.linkRoute)."""
+    net = mixed()
+    if interior == "qdrouterd":
+        net.add_qdr("I")
+    else:
+        net.add_hop("I")
+    net.add_edge("E1", ["I"], kind=edge,
+                 extra=broker_connector(rabbitmq.port) + link_routes("elr"))
+    conn = connect(net.url("I"))
+    try:
+        sender = attach_when_routed(conn, "elr.q")
+        assert send_settled(conn, sender, [f"e{n}" for n in range(3)]) == [Delivery.ACCEPTED] * 3
+        assert rabbitmq.queue_depth("elr.q") == 3
+    finally:
+        conn.close()

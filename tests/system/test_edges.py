@@ -118,8 +118,9 @@ def test_pre_settled_messages_cross_edges_in_order(start_router: StartRouter) ->
     assert got == list(range(100))
 
 
+@pytest.mark.parametrize("anonymous", [False, True], ids=["targeted", "anonymous"])
 def test_multicast_reaches_each_consumer_once_across_three_edges_and_the_interior(
-        start_router: StartRouter) -> None:
+        start_router: StartRouter, anonymous: bool) -> None:
     net = edges(start_router, {"E1": ["I"], "E2": ["I"], "E3": ["I"]},
                 extra="address {\n    prefix: mc\n    distribution: multicast\n}\n")
     routers = {"E1": "E1", "E1b": "E1", "E2": "E2", "E3": "E3", "I": "I"}
@@ -128,7 +129,10 @@ def test_multicast_reaches_each_consumer_once_across_three_edges_and_the_interio
     receivers = {n: conns[n].create_receiver("mc.news", credit=50) for n in names}
     producer = connect(net.url("E1"))
     all_conns = [*conns.values(), producer]
-    sender = producer.create_sender("mc.news")
+    # An anonymous sender's copy goes up the uplink's anonymous link, a
+    # targeted one's up the address's own link.
+    sender = producer.create_sender(None if anonymous else "mc.news")
+    to = {"address": "mc.news"} if anonymous else {}
     # Every edge's consumer is known at the interior once E1's producer has
     # credit and a probe reaches each of them.
     wait_all(all_conns, lambda: sender.link.credit > 0, what="credit for multicast")
@@ -137,13 +141,13 @@ def test_multicast_reaches_each_consumer_once_across_three_edges_and_the_interio
     probes = 0
     while not all(got.values()):
         assert time.monotonic() < deadline, f"probes did not reach everyone: {got}"
-        sender.link.send(Message(body=f"probe {probes}"))
+        sender.link.send(Message(body=f"probe {probes}", **to))
         probes += 1
         collect_for(all_conns, receivers, got, 0.3)
     collect_for(all_conns, receivers, got, 1.0)
     for bodies in got.values():
         bodies.clear()
-    deliveries = [send_async(sender, n) for n in range(20)]
+    deliveries = [send_async(sender, n, **to) for n in range(20)]
     collect_until(all_conns, receivers, got,
                   lambda: all(len(v) >= 20 for v in got.values()), 15, "20 each")
     collect_for(all_conns, receivers, got, 0.5)

@@ -204,7 +204,7 @@ def test_another_routers_agent_is_reached_through_the_network(
     local = Management(net.url("A"))
     try:
         _, _, nodes = local.request(operation="GET-MGMT-NODES", name="self")
-        assert nodes == ["amqp:/_topo/0/B/$management"]
+        assert nodes == ["amqp:/_topo/0/A/$management", "amqp:/_topo/0/B/$management"]
     finally:
         local.close()
 
