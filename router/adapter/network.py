@@ -199,16 +199,7 @@ class NetworkForwarding:
             copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
             copies += [(ol, annotated, False) for ol in hops.values()]
             record.transit += len(hops)
-            if d is None:
-                self.credit_dirty.add(il)
-                for ol, payload, keys in copies:
-                    self.sender.send(ol, payload, None, keys)
-                return
-            f = Fanout(d, il)
-            f.pending = len(copies)
-            il.unsettled[d] = f
-            for ol, payload, keys in copies:
-                self.sender.send(ol, payload, f, keys)
+            self._fan_out(d, il, copies)
             return
         chosen: OutLink | RemoteTarget | None
         if dist is _CLOSEST:
@@ -252,6 +243,20 @@ class NetworkForwarding:
             chosen.outstanding += 1
         record.transit += 1
         self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref)
+
+    def _fan_out(self, d: Any, il: InLink, copies: list[tuple[OutLink, bytes, bool]]) -> None:
+        """Send the copies of one multicast message, ``(link, bytes, keys)``
+        each; an unsettled one is settled once every copy is."""
+        if d is None:
+            self.credit_dirty.add(il)
+            for ol, payload, keys in copies:
+                self.sender.send(ol, payload, None, keys)
+            return
+        f = Fanout(d, il)
+        f.pending = len(copies)
+        il.unsettled[d] = f
+        for ol, payload, keys in copies:
+            self.sender.send(ol, payload, f, keys)
 
     @staticmethod
     def _elsewhere(il: InLink, consumers: list[OutLink]) -> list[OutLink]:
@@ -313,16 +318,7 @@ class NetworkForwarding:
             if up is not None:
                 copies.append((up, self._upward_copy(il, data, info, ann, phase_override),
                                False))
-            if d is None:
-                self.credit_dirty.add(il)
-                for ol, payload, keys in copies:
-                    self.sender.send(ol, payload, None, keys)
-                return
-            f = Fanout(d, il)
-            f.pending = len(copies)
-            il.unsettled[d] = f
-            for ol, payload, keys in copies:
-                self.sender.send(ol, payload, f, keys)
+            self._fan_out(d, il, copies)
             return
         chosen: OutLink | UplinkTarget | None
         if dist is _CLOSEST:

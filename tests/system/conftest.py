@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +31,26 @@ def start_router(tmp_path: Path) -> Iterator[StartRouter]:
     for hop in started:
         status = hop.stop()
         if status != hop.expected_status:
+            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
+    if failures:
+        pytest.fail("\n".join(failures))
+
+
+@pytest.fixture
+def killable(tmp_path: Path) -> Iterator[StartRouter]:
+    """Like ``start_router``, but a router the test SIGKILLed may exit -9."""
+    started: list[Hop] = []
+
+    def _start(conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
+        hop = start(tmp_path, conf_text, name, listeners)
+        started.append(hop)
+        return hop
+
+    yield _start
+    failures = []
+    for hop in started:
+        status = hop.stop()
+        if status not in (0, -signal.SIGKILL):
             failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
     if failures:
         pytest.fail("\n".join(failures))

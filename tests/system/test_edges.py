@@ -8,10 +8,7 @@ interior's heartbeat watch."""
 from __future__ import annotations
 
 import re
-import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +18,7 @@ from proton.utils import BlockingConnection
 
 from tests.system.clients import connect, deliver_across, pump, send_async, wait_all
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, start, wait_for
+from tests.system.harness import Hop, wait_for
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
 from tests.system.test_network import (
@@ -35,26 +32,6 @@ from tests.system.test_network import (
 from tests.system.test_tools import hopmanage, hopstat
 
 TWO_EDGES = {"E1": ["I"], "E2": ["I"]}
-
-
-@pytest.fixture
-def killable(tmp_path: Path) -> Iterator[StartRouter]:
-    """Like ``start_router``, but a router the test SIGKILLed may exit -9."""
-    started: list[Hop] = []
-
-    def _start(conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
-        hop = start(tmp_path, conf_text, name, listeners)
-        started.append(hop)
-        return hop
-
-    yield _start
-    failures = []
-    for hop in started:
-        status = hop.stop()
-        if status not in (0, -signal.SIGKILL):
-            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
-    if failures:
-        pytest.fail("\n".join(failures))
 
 
 def edges(start_router: StartRouter, edge_map: dict[str, list[str]] | None = None,

@@ -5,19 +5,15 @@ docs/routing.md#credit, docs/routing.md#settlement-and-dispositions)."""
 
 from __future__ import annotations
 
-import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import pytest
 from proton import Condition, Delivery, Message, symbol
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
 from tests.system.clients import connect, pump, wait_all
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, start
 from tests.system.network import Network, start_network
 
 LINE = {"A": [], "B": ["A"], "C": ["B"]}
@@ -27,26 +23,6 @@ APP_ANNOTATIONS = {symbol("x-opt-app"): "keep"}
 
 def address_conf(prefix: str, distribution: str) -> str:
     return f"address {{\n    prefix: {prefix}\n    distribution: {distribution}\n}}\n"
-
-
-@pytest.fixture
-def killable(tmp_path: Path) -> Iterator[StartRouter]:
-    """Like ``start_router``, but a router the test SIGKILLed may exit -9."""
-    started: list[Hop] = []
-
-    def _start(conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
-        hop = start(tmp_path, conf_text, name, listeners)
-        started.append(hop)
-        return hop
-
-    yield _start
-    failures = []
-    for hop in started:
-        status = hop.stop()
-        if status not in (0, -signal.SIGKILL):
-            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
-    if failures:
-        pytest.fail("\n".join(failures))
 
 
 def ready_sender(conns: list[BlockingConnection], conn: BlockingConnection,
