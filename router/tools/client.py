@@ -155,6 +155,27 @@ class ManagementClient:
                  traceback: TracebackType | None) -> None:
         self.close()
 
+    def retarget(self, address: str) -> None:
+        """Send the next requests to the management node at ``address`` (another
+        router's, reached through the one connected to).
+
+        Raises:
+            ConnectionFailed: the connection is closed, or the router refuses
+                the sending link.
+        """
+        if self._conn is None:
+            raise ConnectionFailed(f"connection to {self.shown_url} is closed")
+        try:
+            sender = self._conn.create_sender(address, name=f"{address}#{next(self._ids)}")
+        except LinkDetached as exc:
+            raise ConnectionFailed(f"{self.shown_url} has no route to {address}: "
+                                   f"{exc.condition or exc}") from None
+        except (ProtonException, OSError) as exc:
+            raise ConnectionFailed(self._describe(exc)) from None
+        old, self._sender, self.address = self._sender, sender, address
+        with contextlib.suppress(ProtonException, OSError):
+            old.close()
+
     def close(self) -> None:
         """Close the connection; errors on a connection already broken are ignored."""
         conn, self._conn = self._conn, None

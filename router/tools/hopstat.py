@@ -433,6 +433,61 @@ def run(view: View, client: Management, options: Options, *, csv: bool) -> list[
     return lines + render(view.show(client, options), csv=csv)
 
 
+def _node_id(address: str) -> str:
+    """The router id in ``amqp:/_topo/0/ID/$management``."""
+    parts = address.split("/")
+    return parts[3] if len(parts) > 4 else address
+
+
+def network(client: ManagementClient) -> list[tuple[str, str]]:
+    """Every router reachable from the connected one, as (id, management
+    address): the interior routers GET-MGMT-NODES names (asked of the active
+    uplink's interior when connected to an edge), each followed by the edge
+    routers attached to it (docs/networks.md#edge-routers).  A standalone
+    router is alone.
+    """
+    nodes = [str(node) for node in client.node_call("GET-MGMT-NODES") or []]
+    if not nodes:
+        (me,) = client.query(PREFIX + "router", ["id", "mode"]) or [{}]
+        uplinks = [row["container"] for row in client.query(
+            PREFIX + "connection", ["container", "role", "dir", "active"])
+            if row.get("role") == "edge" and row.get("dir") == "out"
+            and row.get("active") is not False]
+        if me.get("mode") != "edge" or not uplinks:
+            return [(str(me.get("id", "-")), "$management")]
+        client.retarget(f"_topo/0/{uplinks[0]}/$management")
+        nodes = [str(node) for node in client.node_call("GET-MGMT-NODES") or []]
+    routers: list[tuple[str, str]] = []
+    for node in nodes:
+        address = node.removeprefix("amqp:/")
+        routers.append((_node_id(node), address))
+        client.retarget(address)
+        routers += [(str(row["container"]), f"_edge/{row['container']}/$management")
+                    for row in client.query(PREFIX + "connection", ["container", "role", "dir"])
+                    if row.get("role") == "edge" and row.get("dir") == "in"]
+    return routers
+
+
+def run_all(view: View, client: ManagementClient, options: Options, *,
+            csv: bool) -> tuple[list[str], bool]:
+    """``--all-routers``: ``view`` for every router of the network, edges
+    included, each under a ``Router ID`` heading as qdstat prints them; a
+    router that does not answer gets a line saying so and the rest are still
+    shown.  Returns the lines and whether every router answered."""
+    lines = [f"{datetime.now(UTC).replace(tzinfo=None)} UTC"]
+    answered = True
+    for router_id, address in network(client):
+        lines += [f"Router {router_id}", ""]
+        try:
+            client.retarget(address)
+            lines += render(view.show(client, options), csv=csv)
+        except ToolError as exc:
+            lines.append(f"hopstat: {exc}")
+            answered = False
+        lines.append("")
+    return lines, answered
+
+
 def _view_options(command: Callable[..., None]) -> Callable[..., None]:
     for view in reversed(VIEWS):
         command = click.option(*view.flags, view.dest, is_flag=True, help=view.help)(command)
@@ -448,6 +503,9 @@ def _view_options(command: Callable[..., None]) -> Callable[..., None]:
                    "(default: the router connected to).")
 @click.option("-d", "--edge-router", "edge_id", metavar="EDGE-ROUTER-ID",
               help="Edge router to be queried, through the interior connected to.")
+@click.option("--all-routers", is_flag=True,
+              help="Show the view for every router of the network, the edge routers "
+                   "attached to each interior included.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N",
               help="Limit the number of output rows (0 or not given: unlimited).")
 @click.option("--csv", "csv_format", is_flag=True,
@@ -461,8 +519,9 @@ def _view_options(command: Callable[..., None]) -> Callable[..., None]:
               help=f"Maximum time to wait for the connection and for each response, "
                    f"in seconds (default {DEFAULT_TIMEOUT_S:g}).")
 @click.version_option(router.__version__, prog_name="hopstat")
-def hopstat(router_id: str | None, edge_id: str | None, limit: int | None, csv_format: bool,
-            verbose: bool, bus: str, timeout_s: float, **shown: bool) -> None:
+def hopstat(router_id: str | None, edge_id: str | None, all_routers: bool, limit: int | None,
+            csv_format: bool, verbose: bool, bus: str, timeout_s: float,
+            **shown: bool) -> None:
     """Show the status of a running Hop router (or qdrouterd), as qdstat does.
 
     Choose at most one display option; without one, -g is shown.
@@ -472,15 +531,24 @@ def hopstat(router_id: str | None, edge_id: str | None, limit: int | None, csv_f
         names = " and ".join("/".join(v.flags) for v in chosen)
         raise click.UsageError(f"{names} cannot be used together")
     view = chosen[0] if chosen else VIEWS[0]
+    if all_routers and (router_id or edge_id):
+        raise click.UsageError("--all-routers cannot be used with -r/--router or "
+                               "-d/--edge-router")
     options = Options(limit=limit or None, verbose=verbose)
+    answered = True
     try:
         with ManagementClient(bus, router=router_id, edge=edge_id,
                               timeout_s=timeout_s) as client:
-            lines = run(view, client, options, csv=csv_format)
+            if all_routers:
+                lines, answered = run_all(view, client, options, csv=csv_format)
+            else:
+                lines = run(view, client, options, csv=csv_format)
     except ToolError as exc:
         click.echo(f"hopstat: {exc}", err=True)
         sys.exit(1)
     click.echo("\n".join(lines))
+    if not answered:
+        sys.exit(1)
 
 
 def main() -> None:

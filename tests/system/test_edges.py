@@ -348,6 +348,32 @@ def test_hopstat_and_hopmanage_show_edges_through_their_interior(
     assert row["mode"] == "edge" and row["id"] == "E1"
 
 
+def test_hopstat_all_routers_reaches_every_interior_and_every_edge(
+        start_router: StartRouter) -> None:
+    net = edges(start_router, {"E1": ["I1"], "E2": ["I2"], "E3": ["I2"]},
+                interiors={"I1": [], "I2": ["I1"]})
+    everyone = {"I1", "I2", "E1", "E2", "E3"}
+
+    def routers(output: str) -> set[str]:
+        return set(re.findall(r"^Router (\S+)$", output, re.MULTILINE)) - {"Statistics"}
+
+    at_i1 = Management(net.url("I1"))
+    wait_for(lambda: {"HE1", "HE2", "HE3"} <= {row["key"] for row in at_i1.query(
+        "router.address", "key")}, 10, "I1 to know every edge")
+    at_i1.close()
+    for start in ("I1", "E3"):  # from an interior, and from an edge through its uplink
+        general = hopstat(net[start], "--all-routers", "-g")
+        assert routers(general) == everyone, general
+        modes = re.findall(r"^\s*Mode\s+(\S+)", general, re.MULTILINE)
+        assert sorted(modes) == ["edge"] * 3 + ["interior"] * 2, general
+    # Each router's own connections: E2's table has its uplink to I2 only.
+    conns = hopstat(net["I1"], "--all-routers", "-c")
+    e2 = conns.split("Router E2", 1)[1].split("Router ", 1)[0]
+    assert re.search(r"\bI2\b.*\bedge\b", e2) and "inter-router" not in e2, conns
+    with pytest.raises(AssertionError, match="cannot be used with"):
+        hopstat(net["I1"], "--all-routers", "-r", "I2")
+
+
 def test_an_edge_alone_says_it_has_no_edge_connections_once_its_uplink_is_gone(
         killable: StartRouter) -> None:
     net = start_network(killable, {"I": []}, edges={"E1": ["I"]})
