@@ -28,6 +28,7 @@ from router.core import (
     Router,
 )
 from router.core.policy import Grant
+from router.core.router import NO_ROUTE
 
 log = logging.getLogger(__name__)
 
@@ -241,10 +242,15 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
                      "in" if receiver else "out", address)
             return RoutedAccepted(link=end), effects
     if conn.role is Role.INTER_ROUTER:
+        # Another router attaches a link of a client's only when a link route
+        # sends it here; one that no link route serves (the route went away
+        # while the attach crossed the network) is refused, never bound as a
+        # consumer or producer on the inter-router connection
+        # (docs/brokers.md#where-a-routed-attach-goes).
         rlink = router.network.link_of(conn) if router.network is not None else None
-        if rlink is None or rlink.control is None:
-            _refuse(conn, lptr, name, CONNECTION_ROLE, local)
-            return CONNECTION_ROLE, []
+        refusal = CONNECTION_ROLE if rlink is None or rlink.control is None else NO_ROUTE
+        _refuse(conn, lptr, name, refusal, local)
+        return refusal, []
     if receiver:
         decision, effects = router.incoming_link_attached(
             conn,

@@ -203,7 +203,7 @@ class LinkRouting:
         if isinstance(decision, ToContainer):
             return self._pair(conn, decision.peer, name=name, address=decision.address,
                               receiving=receiving, resumable=resumable, handle=handle,
-                              route=decision.spec)
+                              route=decision.spec, client_address=address)
         return self._pair(conn, decision.router.link.conn, name=name, address=address,
                           receiving=receiving, resumable=resumable, handle=handle)
 
@@ -218,12 +218,16 @@ class LinkRouting:
 
     def _pair(self, conn: Connection, far_conn: Connection, *, name: str, address: str,
               receiving: bool, resumable: bool, handle: object,
-              route: LinkRouteSpec | None = None) -> tuple[RoutedEnd, list[Effect]]:
-        """The near end of a new pair, and the far attach to make on ``far_conn``."""
-        near = RoutedEnd(self._link_id(), conn, name=name, receiving=receiving, handle=handle)
+              route: LinkRouteSpec | None = None, client_address: str | None = None
+              ) -> tuple[RoutedEnd, list[Effect]]:
+        """The near end of a new pair, and the far attach to make on ``far_conn``
+        (``address``, rewritten from the client's ``client_address`` when given)."""
+        client_address = client_address or address
+        near = RoutedEnd(self._link_id(), conn, name=name, receiving=receiving, handle=handle,
+                         address=client_address)
         far = RoutedEnd(self._link_id(), far_conn, name=routed_name(
             name, None if conn.role is Role.INTER_ROUTER else conn.container_id),
-            receiving=not receiving)
+            receiving=not receiving, address=address)
         far.route = route
         near.partner, far.partner = far, near
         near.pair = far.pair = RoutedLink(near=near, far=far, near_resumable=resumable)

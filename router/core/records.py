@@ -535,6 +535,7 @@ class RoutedEnd:
     """
 
     __slots__ = (
+        "address",
         "conn",
         "delivered",
         "deliveries",
@@ -552,10 +553,12 @@ class RoutedEnd:
     )
 
     def __init__(self, link_id: LinkId, conn: Connection, *, name: str, receiving: bool,
-                 handle: Any = None) -> None:
+                 handle: Any = None, address: str | None = None) -> None:
         self.link_id = link_id
         self.conn = conn
         self.name = name
+        # The terminus address this end's peer attached with (or is asked to).
+        self.address = address
         self.receiving = receiving
         self.handle = handle
         self.partner: RoutedEnd | None = None

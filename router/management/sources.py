@@ -11,13 +11,24 @@ touch sockets or proton.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Final, Protocol
+
+import attrs
 
 import conf
 from addressing import AddressError, Direction
 from autolink import AutoLinkError
 from linkroute import LinkRouteError
-from router.core import AddressRecord, Connection, Effect, InLink, OutLink, Role, Router
+from router.core import (
+    AddressRecord,
+    Connection,
+    Effect,
+    InLink,
+    OutLink,
+    Role,
+    RoutedEnd,
+    Router,
+)
 from router.core.watch import Watch
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
 from router.management.statistics import (
@@ -99,6 +110,27 @@ def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
             **as_row(link_statistics(link, now))}
 
 
+def routed_row(end: RoutedEnd) -> Row:
+    """The ``router.link`` row of one link of a link-routed pair: its owning
+    address is the terminus address of the link it is paired with, and
+    ``peer`` that link's identity, as qdrouterd shows them."""
+    partner = end.partner
+    accepted, rejected, released, modified = end.outcomes
+    statistics = LinkStatistics(
+        adminStatus="enabled", operStatus="up", linkName=end.name, linkType="endpoint",
+        linkDir="in" if end.receiving else "out",
+        owningAddr=partner.address if partner is not None else end.address,
+        capacity=0, peer=str(partner.link_id) if partner is not None else None,
+        connectionId=str(end.conn.conn_id), undeliveredCount=0,
+        unsettledCount=len(end.deliveries), deliveryCount=end.delivered,
+        presettledCount=end.presettled, droppedPresettledCount=0, acceptedCount=accepted,
+        rejectedCount=rejected, releasedCount=released, modifiedCount=modified,
+        deliveriesDelayed1Sec=0, deliveriesDelayed10Sec=0, deliveriesStuck=0,
+        creditAvailable=None, zeroCreditSeconds=0, settleRate=0, ingressHistogram=None,
+        priority=None)
+    return {"identity": str(end.link_id), "name": end.name, **as_row(statistics)}
+
+
 class RouterLinks(ReadOnly):
     """``router.link``: every link of every open connection."""
 
@@ -109,7 +141,9 @@ class RouterLinks(ReadOnly):
 
     def rows(self) -> Iterable[Row]:
         now = self._clock()
-        return [link_row(link, now) for link in _links(self._connections())]
+        connections = list(self._connections())
+        return [link_row(link, now) for link in _links(connections)] + [
+            routed_row(end) for conn in connections for end in conn.routed.values()]
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
         # qdrouterd accepts any adminStatus and does nothing with it
@@ -154,18 +188,50 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
     )
 
 
-def _address_row(record: AddressRecord) -> Row:
-    return {"identity": record.key, "name": record.key, **as_row(address_statistics(record))}
+#: The first letters of link-route keys (docs/brokers.md#link-route-keys).
+LINK_ROUTE_CLASSES: Final = "CDEF"
+
+
+def _address_row(record: AddressRecord, containers: int = 0) -> Row:
+    statistics = address_statistics(record)
+    if record.key[0] in LINK_ROUTE_CLASSES:
+        statistics = attrs.evolve(statistics, containerCount=containers,
+                                  distribution="linkBalanced")
+    return {"identity": record.key, "name": record.key, **as_row(statistics)}
+
+
+def _link_route_row(key: str, containers: int) -> Row:
+    """A link route's key that no address record holds (one this router
+    configures or serves itself): its local route-container connections."""
+    statistics = AddressStatistics(
+        distribution="linkBalanced", inProcess=0, subscriberCount=0, remoteCount=0,
+        containerCount=containers, deliveriesIngress=0, deliveriesEgress=0,
+        deliveriesTransit=0, deliveriesToContainer=0, deliveriesFromContainer=0,
+        deliveriesIngressRouteContainer=0, deliveriesEgressRouteContainer=0,
+        deliveriesRedirectedToFallback=0, key=key, remoteHostRouters=[],
+        transitOutstanding=None, trackedDeliveries=0, priority=-1)
+    return {"identity": key, "name": key, **as_row(statistics)}
 
 
 class RouterAddresses(ReadOnly):
-    """``router.address``: the address records of the core, by routing key."""
+    """``router.address``: the address records of the core, by routing key,
+    and the keys of the link routes configured or served here (as qdrouterd
+    lists them from configuration on: ``containerCount`` counts the
+    connections that serve one now)."""
 
     def __init__(self, router: Router) -> None:
         self._router = router
 
     def rows(self) -> Iterable[Row]:
-        return [_address_row(record) for record in self._router.records.values()]
+        records = self._router.records
+        containers = {entry.key: len(entry.rotation)
+                      for entry in self._router.link_routing.table.entries()
+                      if entry.routes or entry.rotation}
+        rows = [_address_row(record, containers.get(key, 0))
+                for key, record in records.items()]
+        rows += [_link_route_row(key, count) for key, count in containers.items()
+                 if key not in records]
+        return rows
 
 
 class RouterNodes(ReadOnly):

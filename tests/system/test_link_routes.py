@@ -25,6 +25,7 @@ from tests.system.clients import (
 )
 from tests.system.conftest import StartRouter
 from tests.system.harness import router_conf
+from tests.system.mgmt import Management
 from tests.system.network import start_network
 from tests.system.peers import SourcePeer, TransactionalPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
@@ -114,6 +115,42 @@ def test_link_routes_across_a_three_router_line(start_router: StartRouter,
         conn.close()
     for router in ("A", "B"):
         assert "Link-routed attach: dir=in address=lrnet.q" in net[router].log_text()
+
+
+def test_management_lists_link_route_keys_and_routed_links(start_router: StartRouter,
+                                                            rabbitmq: RabbitMQ) -> None:
+    """router.address shows a link route's keys where it is configured (with
+    the route-container connections serving it) and where it is learnt;
+    router.link shows both links of every routed pair on each router, owned
+    by the address of the link each is paired with."""
+    net = start_network(start_router, {"A": [], "B": ["A"]},
+                        extras={"A": broker_connector(rabbitmq.port) + link_routes("lrm")})
+    net["B"].wait_log(r"link route Dlrm learnt", timeout=20)
+    at_a, at_b = Management(net.url("A")), Management(net.url("B"))
+    fields = ("key", "distribution", "containerCount", "remoteCount")
+    rows_a = {row["key"]: row for row in at_a.query("router.address", *fields)}
+    rows_b = {row["key"]: row for row in at_b.query("router.address", *fields)}
+    for key in ("Clrm", "Dlrm"):
+        assert rows_a[key]["distribution"] == "linkBalanced"
+        assert rows_a[key]["containerCount"] == 1, rows_a[key]
+        assert rows_b[key]["distribution"] == "linkBalanced"
+        assert (rows_b[key]["containerCount"], rows_b[key]["remoteCount"]) == (0, 1)
+    conn = connect(net.url("B"))
+    try:
+        conn.create_receiver("lrm.q")
+        for agent, roles in ((at_b, {"normal", "inter-router"}),
+                             (at_a, {"inter-router", "route-container"})):
+            conns = {row["identity"]: row["role"]
+                     for row in agent.query("connection", "identity", "role")}
+            routed = [row for row in agent.query("router.link", "owningAddr", "peer",
+                                                  "connectionId", "identity")
+                      if row["owningAddr"] == "lrm.q"]
+            assert {conns[row["connectionId"]] for row in routed} == roles, routed
+            assert {row["peer"] for row in routed} == {row["identity"] for row in routed}
+    finally:
+        conn.close()
+        at_a.close()
+        at_b.close()
 
 
 def test_losing_the_broker_detaches_routed_links_and_settles_in_flight_deliveries(

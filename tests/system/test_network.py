@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proton import Condition, Delivery, Message, symbol
-from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
+import pytest
+from proton import Condition, Data, Delivery, Message, symbol
+from proton.reactor import Container, LinkOption
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, LinkDetached
 
 from tests.system.clients import connect, pump, wait_all
 from tests.system.conftest import StartRouter
+from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
 
 LINE = {"A": [], "B": ["A"], "C": ["B"]}
@@ -512,3 +515,43 @@ def test_loop_guard_releases_a_message_whose_trace_is_longer_than_the_network(
         assert not receiver.fetcher.has_message, where
     for conn in conns:
         conn.close()
+
+
+class _Capabilities(LinkOption):  # type: ignore[misc]
+    """A receiving link's source capabilities."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def apply(self, link: Any) -> None:
+        link.source.capabilities.put_array(False, Data.SYMBOL)
+        link.source.capabilities.enter()
+        for name in self.names:
+            link.source.capabilities.put_symbol(name)
+        link.source.capabilities.exit()
+
+
+def test_an_attach_from_another_router_that_no_link_route_serves_is_refused(
+        start_router: StartRouter) -> None:
+    """A router forwards a client's attach only along a link route; when the
+    route has gone by the time it arrives, the attach is refused with
+    qd:no-route-to-dest, not bound by address on the inter-router connection
+    (docs/brokers.md#where-a-routed-attach-goes)."""
+    net = start_network(start_router, {"A": []})
+    container = Container()
+    container.container_id = "Fake.Router"
+    peer = BlockingConnection(f"amqp://127.0.0.1:{net['A'].ports[1]}", timeout=10,
+                              container=container)
+    try:
+        # The control link first: without it any other attach is refused as
+        # on the wrong connection role.
+        peer.create_receiver(None, name="control", options=_Capabilities("qd.router"))
+        for attach in (lambda: peer.create_receiver("gone.route/q", name="routed-out"),
+                       lambda: peer.create_sender("gone.route/q", name="routed-in")):
+            with pytest.raises(LinkDetached) as refused:
+                attach()
+            assert refused.value.condition == "qd:no-route-to-dest"
+        keys = {row["key"] for row in Management(net.url("A")).query("router.address", "key")}
+        assert not any("gone.route" in key for key in keys), keys
+    finally:
+        peer.close()
