@@ -99,6 +99,12 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"{s['edges']:.0f} edges: {s['interior_kb_per_edge']:.0f} kB each at "
                          f"the interior, a new edge's address reachable from every edge in "
                          f"{s['every_edge_reached_s']:.2f} s")
+        if "core_kb_per_edge" in s:
+            other.append(f"{s['edges']:,.0f} simulated edges: the interior's core holds "
+                         f"{s['core_kb_per_edge']:.1f} kB each; a new edge's consumer reaches "
+                         f"every edge's producer with {s['reach_messages']:,.0f} tracking "
+                         f"messages in {s['reach_cpu_ms']:.1f} ms of CPU; "
+                         f"{s['updates_per_s']:,.0f} address updates/s")
         if "interior_us_per_msg" in s:
             other.append(f"interior {s['interior_us_per_msg']:.2f} us/msg")
         if "rss_growth_mb" in s:

@@ -54,6 +54,8 @@ class Scale:
     edges: int = 100
     sim_routers: int = 100
     sim_grid: int = 6
+    # Edge routers simulated under one interior (bench.sim.edges).
+    sim_edges: int = 1000
     broker_count: int = 50_000
     # Very large messages: their size and how many (bench.large).
     large_size: int = 100 * 2**20
@@ -64,7 +66,7 @@ class Scale:
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
               addresses=200, compare_addresses=100, mesh=3, edges=3, sim_routers=10, sim_grid=3,
-              broker_count=500, large_size=4 * 2**20, large_count=1, timeout=120.0,
+              sim_edges=50, broker_count=500, large_size=4 * 2**20, large_count=1, timeout=120.0,
               start_timeout=120.0)
 
 
@@ -443,6 +445,22 @@ SCENARIOS += [
     Scenario(name="sim-convergence-grid", kind="scale", run=sim_convergence("grid"),
              once=True,
              description="simulated square grid of routers (6x6 at full scale) converging"),
+]
+
+
+def sim_edges() -> Callable[[dict[str, Path], Scale], Record]:
+    """``Scale.sim_edges`` edge routers under one interior, simulated with
+    the real cores (``bench.sim.edges``)."""
+    def run(paths: dict[str, Path], scale: Scale) -> Record:
+        from bench import sim
+        return sim.edges(scale.sim_edges)
+    return run
+
+
+SCENARIOS += [
+    Scenario(name="sim-edges", kind="scale", run=sim_edges(), once=True,
+             description="simulated edge routers (real edge and interior cores, links in "
+                         "memory) under one interior: 1,000 at full scale"),
 ]
 
 

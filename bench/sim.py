@@ -16,9 +16,14 @@ in-memory forwarding, on one core).
 from __future__ import annotations
 
 import collections
+import enum
+import gc
 import logging
 import random
+import sys
 import time
+import types
+from collections.abc import Iterable
 
 from router.core.routing import (
     MobileAddressesChanged,
@@ -133,3 +138,88 @@ def converge(edges: list[Edge], *, seed: int = 1, timeout_s: float = 600.0,
     for kind in KINDS:
         record[f"msgs_{kind}"] = sent[kind]
     return record
+
+
+# -- edge routers under one interior ----------------------------------------------------
+
+_SHARED_KINDS = (types.ModuleType, type, types.FunctionType, types.MethodType,
+                 types.BuiltinFunctionType, enum.Enum, logging.Logger)
+
+
+def deep_size(root: object, *, stop: Iterable[object] = ()) -> int:
+    """Bytes of the objects reachable from ``root`` (``sys.getsizeof`` each
+    once), not following modules, classes, functions, enum members, loggers
+    or the objects in ``stop``: what ``root`` holds of its own."""
+    seen = {id(obj) for obj in stop}
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, _SHARED_KINDS):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+def edges(n: int, *, churn: int = 2000, seed: int = 5) -> dict[str, float]:
+    """``n`` edge routers under one interior, simulated (``tests.sim.edges``:
+    the real edge and interior cores, their links carried in memory).
+
+    Every edge has a consumer of an address of its own and a producer to
+    ``shared``, which has no consumer yet.  The figures:
+
+    - ``core_kb_per_edge``: what the interior's core holds per edge
+      (connection, links, address records, tracking state), from
+      ``deep_size`` with and without the edges;
+    - ``reach_cpu_ms`` and ``reach_messages``: a new edge starts and a
+      consumer of ``shared`` attaches on it; the CPU time (all cores, one
+      process) and address-tracking messages until every edge's producer
+      has credit;
+    - ``updates_per_s``: consumers attaching and detaching on random edges
+      for addresses with producers on 10 other edges: each change goes up to
+      the interior and its answer down to those 10 edges.
+    """
+    from tests.sim.edges import EdgeNetwork
+
+    rng = random.Random(seed)
+    net = EdgeNetwork()
+    empty = deep_size(net.interior, stop=[net])
+    started = time.process_time()
+    producers = []
+    for i in range(n):
+        edge_id = f"E{i:04d}"
+        net.add_edge(edge_id)
+        net.consumer(edge_id, f"svc.{edge_id}")
+        producers.append(net.producer(edge_id, "shared"))
+    build_cpu = time.process_time() - started
+    assert all(p.blocked for p in producers)
+    loaded = deep_size(net.interior, stop=[net])
+    net.add_edge("Enew")
+    before = net.carried["SendOnLink to edge"]
+    started = time.process_time()
+    net.consumer("Enew", "shared")
+    reach_cpu = time.process_time() - started
+    reached = sum(not p.blocked for p in producers)
+    reach_messages = net.carried["SendOnLink to edge"] - before
+    ids = list(net.edges)
+    pairs = []
+    for j in range(max(1, n // 10)):
+        address = f"pair.{j}"
+        for edge_id in rng.sample(ids, min(10, len(ids))):
+            net.producer(edge_id, address)
+        pairs.append(address)
+    started = time.process_time()
+    for _ in range(churn // 2):
+        edge_id, address = rng.choice(ids), rng.choice(pairs)
+        link = net.consumer(edge_id, address)
+        net.detach(edge_id, link)
+    churn_cpu = time.process_time() - started
+    return {
+        "edges": n, "core_kb_per_edge": (loaded - empty) / n / 1024,
+        "build_cpu_s": build_cpu, "reach_cpu_ms": reach_cpu * 1000,
+        "reach_messages": reach_messages, "reached": reached,
+        "updates_per_s": churn / churn_cpu if churn_cpu else 0.0,
+        "refused_attaches": len(net.refused),
+    }
