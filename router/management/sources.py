@@ -28,6 +28,7 @@ from router.core import (
     Role,
     RoutedEnd,
     Router,
+    UplinkTarget,
 )
 from router.core.watch import Watch
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
@@ -166,11 +167,16 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
                      if link.conn.conn_id == IN_PROCESS_CONNECTION)
     ingress = sum(link.delivered for link in record.senders)
     egress = sum(link.delivered for link in record.consumers)
+    # An edge connection's link bound as a destination (an interior's
+    # downlink to an edge, an edge's link up its uplink) is a local
+    # destination, as qdrouterd counts it; other routers are remote.
+    routers = [target for target in record.remotes if not isinstance(target, UplinkTarget)]
     return AddressStatistics(
         distribution=record.distribution.value,
         inProcess=in_process,
-        subscriberCount=len(record.consumers) - in_process,
-        remoteCount=len(record.remotes),
+        subscriberCount=len(record.consumers) - in_process
+        + len(record.remotes) - len(routers),
+        remoteCount=len(routers),
         containerCount=0,
         deliveriesIngress=ingress + record.retired_in,
         deliveriesEgress=egress + record.retired_out,
@@ -181,7 +187,7 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
         deliveriesEgressRouteContainer=0,
         deliveriesRedirectedToFallback=record.redirected,
         key=record.key,
-        remoteHostRouters=[target.router_id for target in record.remotes],
+        remoteHostRouters=[target.router_id for target in routers],
         transitOutstanding=None,
         trackedDeliveries=sum(len(link.unsettled) for link in record.senders),
         priority=record.priority if record.priority is not None else -1,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from proton import Delivery, Message
 
-from tests.interop.mixed import MakeNetwork, MixedNetwork
+from tests.interop.mixed import MakeNetwork, MixedNetwork, management_query
 from tests.interop.test_brokered import attach_when_routed
 from tests.system.clients import (
     connect,
@@ -223,3 +223,35 @@ def test_a_container_on_an_edge_serves_a_client_on_the_interior(
         sent_through(sink, net.url("I"), "elr.q", 3)
     finally:
         sink.stop()
+
+
+def holds_downlink(net: MixedNetwork, interior: str, edge_id: str) -> bool:
+    """Whether ``interior`` holds ``edge_id``'s downlink (a local consumer of
+    its ``H`` key): the other end of its active uplink, whatever kind either is."""
+    rows = management_query(net.url(interior), "org.apache.qpid.dispatch.router.address")
+    return any(row["key"] == f"H{edge_id}" and row["subscriberCount"] for row in rows)
+
+
+@pytest.mark.parametrize(("interior", "edge"), [("qdrouterd", "hopd"), ("hopd", "qdrouterd")],
+                         ids=["hopd-edges-under-qdrouterd", "qdrouterd-edges-under-hopd"])
+def test_an_edge_fails_over_to_a_second_interior_of_the_other_kind(
+        mixed: MakeNetwork, interior: str, edge: str) -> None:
+    net = mixed()
+    add = net.add_qdr if interior == "qdrouterd" else net.add_hop
+    add("I1")
+    add("I2", ["I1"])
+    net.wait_converged()
+    for edge_id in ("E1", "E2"):
+        net.add_edge(edge_id, ["I1", "I2"], kind=edge)
+    assert deliver_across(net.url("E1"), net.url("E2"), "failover.before", "one") \
+        == Delivery.ACCEPTED
+    (lost,) = [i for i in ("I1", "I2") if holds_downlink(net, i, "E1")]
+    assert net[lost].stop() == 0
+    survivor = "I2" if lost == "I1" else "I1"
+    for edge_id in ("E1", "E2"):
+        wait_for(lambda edge_id=edge_id: holds_downlink(net, survivor, edge_id), 30,  # type: ignore[misc]
+                 f"{edge_id}'s uplink to be on the surviving interior")
+    assert deliver_across(net.url("E1"), net.url("E2"), "failover.after", "two") \
+        == Delivery.ACCEPTED
+    assert deliver_across(net.url("E2"), net.url("E1"), "failover.back", "three") \
+        == Delivery.ACCEPTED
