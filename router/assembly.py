@@ -54,6 +54,7 @@ from router.adapter.stats import RouterStats
 from router.adapter.sweep import Sweep
 from router.adapter.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.transports import Transports
+from router.adapter.trunks import Trunks
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.service import ServiceError
@@ -104,6 +105,7 @@ def build_engine(*, core: Router, router_id: str,
     relay = Relay(pending, forwarder.buffer)
     transports = Transports(loop, pending, router_id)
     links = Links(forwarder, relay)
+    forwarder.sender.trunks = Trunks(core, links, pending)
     own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
     opening = Opening(core, router_id, policy, profiles, transports.by_connection,
                       transports.by_transport, clock)

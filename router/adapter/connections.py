@@ -103,6 +103,30 @@ def symbols(*names: str) -> list[Any]:
     return [symbol(n) for n in names]
 
 
+#: The connection capability of a router that takes a link of its own per
+#: streamed message (qdrouterd's name; docs/routing.md#large-messages).
+STREAMING_LINKS = "qd.streaming-links"
+
+
+def peer_offers(pn_conn: Any, capability: str) -> bool:
+    """Whether the peer's OPEN offered ``capability`` (one symbol or an array)."""
+    offered = pn_conn.remote_offered_capabilities
+    if offered is None:
+        return False
+    values = getattr(offered, "elements", offered)
+    if isinstance(values, str):
+        return values == capability
+    return any(str(value) == capability for value in values)
+
+
+def offered_capabilities(conn: Conn) -> list[Any]:
+    """What the router offers in its OPEN: anonymous relay to everyone, and
+    streaming links to other routers (inter-router and edge connections)."""
+    if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
+        return symbols("ANONYMOUS-RELAY", STREAMING_LINKS)
+    return symbols("ANONYMOUS-RELAY")
+
+
 def open_properties(conn: Conn) -> dict[Any, Any]:
     """OPEN properties as qdrouterd sends them (docs/networks.md#inter-router-connections)."""
     props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,

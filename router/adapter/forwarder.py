@@ -401,6 +401,9 @@ class Forwarder:
         if self.sender.busy:
             self.streams.outgoing_lost(ol)
         self.outcomes.lose_outgoing(ol)
+        trunks = self.sender.trunks
+        if trunks is not None:
+            trunks.lost(ol)
 
 
 __all__ = ["HIGH_WATER", "STREAM_AT", "Forwarder"]

@@ -15,7 +15,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from router.adapter.connections import Conn, failover_server_list, open_properties, symbols, token
+from router.adapter.connections import (
+    STREAMING_LINKS,
+    Conn,
+    failover_server_list,
+    offered_capabilities,
+    open_properties,
+    peer_offers,
+    token,
+)
 from router.adapter.endpoints import (
     ROUTER_CONTROL,
     ROUTER_DATA,
@@ -69,6 +77,8 @@ class Opening:
         core = conn.core
         core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
         pn_conn = conn.pn_conn
+        if core.role is Role.INTER_ROUTER or core.role is Role.EDGE:
+            core.streaming_links = peer_offers(pn_conn, STREAMING_LINKS)
         if core.role is Role.INTER_ROUTER:
             # The connection's cost is the larger of both sides'
             # (docs/networks.md#inter-router-connections).
@@ -86,7 +96,7 @@ class Opening:
                                  f"host={connector.address}")
         if conn.connector is None:
             pn_conn.container = self.router_id
-            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.offered_capabilities = offered_capabilities(conn)
             pn_conn.properties = open_properties(conn)
             # Admitted before the OPEN goes out: policy may lower its limits.
             denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)

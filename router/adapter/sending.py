@@ -16,13 +16,14 @@ destinations, and must not allocate effect objects per message.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from router.adapter.outcomes import Outcomes
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import ffi, lib
 from router.core import (
     AnnotationEncoder,
+    Connection,
     Fanout,
     MessageInfo,
     OutLink,
@@ -47,6 +48,19 @@ pn_link_drained: Final = lib.pn_link_drained
 pn_link_current: Final = lib.pn_link_current
 
 Ref = Transfer | Fanout | None
+
+
+class StreamingLinks(Protocol):
+    """Links of their own for streamed copies to other routers
+    (``router.adapter.trunks.Trunks``)."""
+
+    def wanted(self, ol: OutLink) -> bool: ...
+
+    def take(self, conn: Connection) -> OutLink | None: ...
+
+    def release(self, ol: OutLink) -> None: ...
+
+    def lost(self, ol: OutLink) -> None: ...
 
 
 def local_copy(ol: OutLink, data: bytes, info: MessageInfo,
@@ -88,6 +102,9 @@ class Sender:
         self.stream: Stream | None = None
         #: Out links busy writing a streamed copy: nothing else goes on them.
         self.busy: dict[OutLink, Stream] = {}
+        #: Where streamed copies to other routers go instead of the link they
+        #: share with other messages (set when the adapter is assembled).
+        self.trunks: StreamingLinks | None = None
 
     def send(self, ol: OutLink, data: bytes, ref: Ref, keys: bool = True) -> None:
         """Send one copy on ``ol`` now if it has credit, else queue it
@@ -200,10 +217,42 @@ class Sender:
 
     # -- streamed copies -------------------------------------------------------------
 
+    def _trunk(self, ol: OutLink, data: bytes) -> tuple[OutLink, bytes]:
+        """The link a streamed copy for ``ol`` goes on, and its bytes: a
+        streaming link of its own when ``ol`` leads to another router that
+        takes them (``router.adapter.trunks``), the copy then addressed, as
+        it goes on an anonymous link; else ``ol`` itself."""
+        trunks = self.trunks
+        if trunks is None or not trunks.wanted(ol):
+            return ol, data
+        link = trunks.take(ol.conn)
+        if link is None:
+            return ol, data
+        if not ol.prepared:
+            info = scan(data)
+            annotations = decode_annotations(data, info) if info.router_keys else None
+            to = annotations.to if annotations is not None else None
+            phase = annotations.phase if annotations is not None else None
+            record = ol.record
+            if to is None:
+                to = ol.address
+                key = record.key if record is not None else ""
+                if phase is None and key[:1] == "M" and key[1:2].isdigit() and key[1] != "0":
+                    phase = int(key[1])
+            data = self.encoder.annotate(data, info, annotations, to=to, phase=phase)
+        return link, data
+
     def _stream_copy(self, stream: Stream, ol: OutLink, data: bytes, ref: Ref,
                      keys: bool = True) -> None:
         """Start a streamed copy on ``ol`` (it has credit): its first bytes, and
         any that arrived while it waited; the link is busy until it ends."""
+        if self.trunks is not None:
+            trunk, data = self._trunk(ol, data)
+            if trunk is not ol:
+                if trunk.credit <= 0 or trunk.queue:
+                    self._stream_wait(stream, trunk, data, ref)
+                    return
+                ol = trunk
         conn = ol.conn
         if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
             data = self.egress_annotations(ol, data)
@@ -249,6 +298,8 @@ class Sender:
         if ours:
             pn_link_advance(lptr)
             self.dirty.add(ol.conn.handle)
+        if self.trunks is not None:
+            self.trunks.release(ol)
         if not owed:
             return
         if ours:
@@ -267,6 +318,12 @@ class Sender:
     def _stream_wait(self, stream: Stream, ol: OutLink, data: bytes, ref: Ref) -> None:
         """A streamed copy for a link without credit waits in its queue, its
         first bytes kept; from now on the bytes that arrive are kept too."""
+        if self.trunks is not None:
+            trunk, data = self._trunk(ol, data)
+            if trunk is not ol and trunk.credit > 0 and not trunk.queue:
+                self._stream_copy(stream, trunk, data, ref)
+                return
+            ol = trunk
         if ol.handle is None:
             # An in-process consumer (management) takes whole messages only.
             self._stream_refused(ref)

@@ -140,9 +140,13 @@ class Streams:
                 self._unbusy(ol)
 
     def _unbusy(self, ol: OutLink) -> None:
-        """``ol`` no longer writes a streamed copy: its credit and queue move on."""
-        if self.sender.busy.pop(ol, None) is not None and ol.handle is not None:
-            self.sender.outgoing_flow(ol)
+        """``ol`` no longer writes a streamed copy: its credit and queue move on
+        (a streaming link is free for the next stream)."""
+        sender = self.sender
+        if sender.busy.pop(ol, None) is not None and ol.handle is not None:
+            sender.outgoing_flow(ol)
+        if sender.trunks is not None:
+            sender.trunks.release(ol)
 
     def abort(self, stream: Stream) -> None:
         """The producer aborted the message, sent too much, or left mid-message:
@@ -164,8 +168,11 @@ class Streams:
             if ref is not None:
                 ol.unsettled.pop(od, None)
             self._unbusy(ol)
+        trunks = self.sender.trunks
         for ol in stream.waiting:
             ol.queue = deque(item for item in ol.queue if item[0] is not stream)
+            if trunks is not None:
+                trunks.release(ol)
         stream.waiting = []
         stream.heads = {}
         stream.backlog = bytearray()

@@ -22,7 +22,13 @@ from typing import Any, Final
 from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
 
-from router.adapter.connections import Conn, Connector, Settings, open_properties, symbols
+from router.adapter.connections import (
+    Conn,
+    Connector,
+    Settings,
+    offered_capabilities,
+    open_properties,
+)
 from router.adapter.endpoints import set_condition
 from router.adapter.loop import READ, WRITE, EventLoop
 from router.adapter.pending import Pending
@@ -122,7 +128,7 @@ class Transports:
             connector.conn = conn
             pn_conn.container = self.router_id
             pn_conn.hostname = connector.failover.current.host
-            pn_conn.offered_capabilities = symbols("ANONYMOUS-RELAY")
+            pn_conn.offered_capabilities = offered_capabilities(conn)
             pn_conn.properties = open_properties(conn)
             pn_conn.open()
             self.dirty.add(conn)

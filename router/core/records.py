@@ -42,6 +42,7 @@ class Connection:
         "partials",
         "role",
         "routed",
+        "streaming_links",
         "strip_in",
         "strip_out",
         "user_id",
@@ -84,6 +85,9 @@ class Connection:
         # On an interior router, the state of an edge router's connection
         # (``router.core.edges.EdgePeer``); None on any other connection.
         self.edge: Any = None
+        # The peer (another router) takes a link of its own per streamed
+        # message (it offered ``qd.streaming-links``).
+        self.streaming_links = False
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"

@@ -542,6 +542,18 @@ class Router:
         senders_changed(record)
         return link
 
+    def streaming_link(self, conn: Connection) -> OutLink:
+        """A new link of the router's own on ``conn`` (another router, or an
+        edge connection) that carries one streamed message at a time, so that
+        a message still arriving does not hold up the others behind it on
+        the link they share (docs/routing.md#large-messages).  What it sends
+        is addressed already: it is bound to no address."""
+        link = OutLink(self._link_id(), conn, name=f"qdlink.{self._token()}", address="",
+                       record=None)
+        link.prepared = True
+        conn.out_links[link.link_id] = link
+        return link
+
     # -- detach -----------------------------------------------------------
 
     def link_detached(self, link: InLink | OutLink, now: float = 0.0,

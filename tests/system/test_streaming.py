@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from proton import Delivery, Message
 from proton.utils import BlockingConnection, BlockingSender
 
@@ -29,9 +30,9 @@ MULTICAST = """address {
 MB = 1 << 20
 
 
-def big(size: int, seed: int = 0) -> bytes:
+def big(size: int, seed: int = 0, address: str | None = None) -> bytes:
     pattern = bytes((i * 7 + seed) & 0xFF for i in range(4096))
-    return bytes(Message(body=pattern * (size // 4096)).encode())
+    return bytes(Message(address=address, body=pattern * (size // 4096)).encode())
 
 
 def begin(sender: BlockingSender, tag: bytes, data: bytes) -> Delivery:
@@ -306,3 +307,53 @@ def test_a_presettled_large_message_streams(hop: Hop) -> None:
     run_until(lambda: consumer.complete == messages, pumps, what="both whole messages")
     producer.close()
     consumer.close()
+
+
+@pytest.mark.parametrize("shape", ["interiors", "edges"])
+def test_a_streaming_message_holds_up_no_other_message_between_routers(
+        start_router: StartRouter, shape: str) -> None:
+    """While a large message is still streaming from one router to the next,
+    other messages to the same next hop overtake it: it has a link of its
+    own (qd.streaming-links), the rest share theirs (here an anonymous
+    sender's messages: one data link between interiors, the anonymous
+    uplink of an edge)."""
+    if shape == "interiors":
+        net = start_network(start_router, {"A": [], "B": ["A"]})
+        near, far = "A", "B"
+    else:
+        net = start_network(start_router, {"I": []}, edges={"E1": ["I"], "E2": ["I"]})
+        near, far = "E1", "E2"
+    streamed = StreamConsumer(net[far].ports[0], "hol.big")
+    small = StreamConsumer(net[far].ports[0], "hol.small")
+    producer = connect(net.url(near))
+    pumps = [streamed.pump, small.pump, pump_of(producer)]
+    # Two anonymous senders: the router puts the messages of both on the
+    # link to the next router (a client's own link carries one at a time).
+    anonymous, second = producer.create_sender(None), producer.create_sender(None)
+    run_until(lambda: anonymous.link.credit > 0 and second.link.credit > 0, pumps,
+              what="credit")
+    # Consumers on another router are known here within a moment.
+    spread = time.monotonic() + 1.0
+    run_until(lambda: time.monotonic() > spread, pumps, what="the addresses to spread")
+    message = big(3 * MB, seed=9, address="hol.big")
+    delivery = begin(anonymous, b"big", message[:MB])
+    run_until(lambda: len(streamed.arriving) >= MB // 2, pumps,
+              what="the large message streaming to the far router")
+    overtaking = second.link.send(Message(address="hol.small", body="overtakes"))
+    run_until(lambda: overtaking.settled, pumps,
+              what="the small message's outcome while the large one still streams")
+    assert overtaking.remote_state == Delivery.ACCEPTED
+    assert len(small.complete) == 1 and not streamed.complete
+    finish(anonymous, message[MB:])
+    run_until(lambda: delivery.settled, pumps, what="the large message's outcome")
+    assert delivery.remote_state == Delivery.ACCEPTED
+    assert streamed.complete == [message]
+    # The streaming link is kept for the next large message, which streams too.
+    again = begin(anonymous, b"again", message[:MB])
+    finish(anonymous, message[MB:])
+    run_until(lambda: again.settled, pumps, what="the second large message's outcome")
+    assert again.remote_state == Delivery.ACCEPTED
+    assert streamed.complete == [message, message]
+    producer.close()
+    streamed.close()
+    small.close()
