@@ -105,8 +105,9 @@ def build_engine(*, core: Router, router_id: str,
     relay = Relay(pending, forwarder.buffer)
     transports = Transports(loop, pending, router_id)
     links = Links(forwarder, relay)
-    forwarder.sender.trunks = Trunks(core, links, pending)
     own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
+    trunks = Trunks(core, links, own, pending)
+    forwarder.sender.trunks = trunks
     opening = Opening(core, router_id, policy, profiles, transports.by_connection,
                       transports.by_transport, clock)
     attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock,
@@ -131,7 +132,7 @@ def build_engine(*, core: Router, router_id: str,
                     relay=relay, links=links, own=own, opening=opening, attaching=attaching,
                     effects=effects, connectors=connector_part, policy=policy,
                     management=node)
-    for part in (Sweep(transports), listeners, connector_part, group, http,
+    for part in (Sweep(transports), listeners, connector_part, group, http, trunks,
                  CoreTimers(core, effects.apply)):
         loop.add_part(part)
     return Engine(router=core, loop=loop, transports=transports, events=events,

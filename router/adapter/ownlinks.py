@@ -77,7 +77,7 @@ class OwnLinks:
         self.shared: dict[Conn, Any] = {}
         self._own_tags = 0
 
-    def _session(self, conn: Conn) -> Any:
+    def session(self, conn: Conn) -> Any:
         """A new session for one link of the router's own."""
         ssn = new_session(conn)
         self.sessions.add(ssn)
@@ -177,7 +177,7 @@ class OwnLinks:
         conn = effect.conn.handle
         if conn is None or conn.closed:
             return
-        ssn = self._session(conn)
+        ssn = self.session(conn)
         name = f"qdlink.{token()}".encode()
         if effect.sender:
             lptr = lib.pn_sender(ssn, name)
@@ -241,7 +241,7 @@ class OwnLinks:
         near_lptr = effect.near.handle
         if conn is None or conn.closed or near_lptr is None:
             return  # going away: its connection's close ends the pair
-        ssn = self._session(conn)
+        ssn = self.session(conn)
         name = effect.name.encode()
         lptr = lib.pn_receiver(ssn, name) if far.receiving else lib.pn_sender(ssn, name)
         lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(near_lptr))

@@ -285,6 +285,8 @@ class Sender:
                 owed = False
         if stream.complete:
             self.stream_copy_end(ol, od, ref, owed)
+            if self.trunks is not None:
+                self.trunks.release(ol)  # a streaming link is free for the next stream
             return
         stream.active[ol] = (od, ref, owed)
         self.busy[ol] = stream
@@ -298,8 +300,6 @@ class Sender:
         if ours:
             pn_link_advance(lptr)
             self.dirty.add(ol.conn.handle)
-        if self.trunks is not None:
-            self.trunks.release(ol)
         if not owed:
             return
         if ours:

@@ -357,3 +357,39 @@ def test_a_streaming_message_holds_up_no_other_message_between_routers(
     producer.close()
     streamed.close()
     small.close()
+
+
+def test_streaming_links_are_kept_for_the_next_streams_up_to_four(
+        start_router: StartRouter) -> None:
+    """Six messages streaming from A to B at once take six streaming links;
+    once they are done A keeps four for the next ones and closes the rest."""
+    net = start_network(start_router, {"A": [], "B": ["A"]})
+    at_a = Management(net.url("A"))
+
+    def links_to_b() -> int:
+        conns = {row["identity"] for row in at_a.query("connection", "identity", "role")
+                 if row["role"] == "inter-router"}
+        return sum(1 for row in at_a.query("router.link", "connectionId", "linkDir")
+                   if row["connectionId"] in conns and row["linkDir"] == "out")
+
+    consumers = [StreamConsumer(net["B"].ports[0], f"many.{i}") for i in range(6)]
+    producer = connect(net.url("A"))
+    pumps = [*(c.pump for c in consumers), pump_of(producer)]
+    senders = [ready(pumps, producer, f"many.{i}") for i in range(6)]
+    before = links_to_b()
+    message = big(2 * MB, seed=1)
+    deliveries = [begin(sender, b"m", message[:MB]) for sender in senders]
+    run_until(lambda: all(len(c.arriving) >= MB // 2 for c in consumers), pumps,
+              what="six messages streaming at once")
+    assert links_to_b() == before + 6
+    for sender in senders:
+        finish(sender, message[MB:])
+    run_until(lambda: all(d.settled for d in deliveries), pumps, what="the six outcomes")
+    assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 6
+    assert all(c.complete == [message] for c in consumers)
+    run_until(lambda: links_to_b() == before + 4, pumps, timeout=5,
+              what="four idle streaming links kept, two closed")
+    producer.close()
+    for c in consumers:
+        c.close()
+    at_a.close()
