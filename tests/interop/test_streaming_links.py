@@ -11,6 +11,7 @@ import pytest
 from proton import Delivery, Message
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork
+from tests.interop.test_edges import two_edges
 from tests.interop.test_interop import HOP, QDR, pair
 from tests.system.clients import connect
 from tests.system.stream_consumer import StreamConsumer, run_until
@@ -63,11 +64,4 @@ def test_a_small_message_overtakes_a_streaming_one_between_interiors(
                          ids=["hopd-edges-under-qdrouterd", "qdrouterd-edges-under-hopd"])
 def test_a_small_message_overtakes_a_streaming_one_across_edges(
         mixed: MakeNetwork, interior: str, edge: str) -> None:
-    net = mixed()
-    if interior == "qdrouterd":
-        net.add_qdr("I")
-    else:
-        net.add_hop("I")
-    net.add_edge("E1", ["I"], kind=edge)
-    net.add_edge("E2", ["I"], kind=edge)
-    overtaken(net, "E1", "E2")
+    overtaken(two_edges(mixed, interior, edge, edge), "E1", "E2")
