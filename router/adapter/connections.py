@@ -52,6 +52,9 @@ class Connector:
         self.failed = False
         # The last status line (management ``connectionMsg``).
         self.message: str | None = None
+        # Counts attempts: a host name resolved for an attempt that is no
+        # longer the current one is dropped.
+        self.attempt = 0
 
 
 Settings = ListenerSettings | ConnectorSettings

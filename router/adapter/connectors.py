@@ -2,7 +2,10 @@
 (docs/networks.md#connectors-back-off-and-failover).
 
 Owns each connector's attempts: a non-blocking connect to the current peer
-of its failover list, the connection started once the socket connects,
+of its failover list (a host name is resolved in a thread of its own, so
+that a slow or failing name server never stops the loop, and a name that
+does not resolve is a failed attempt like a refused connection), the
+connection started once the socket connects,
 and the next attempt after a failure or a drop, on the next failover peer,
 after qdrouterd's delays or the connector's back-off policy (giving up
 when the policy says so).  A part of the loop: it is due when the earliest
@@ -12,11 +15,13 @@ attempt is.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
 import random
 import select
 import socket
+import threading
 
 from router.adapter.connections import Connector
 from router.adapter.loop import EventLoop
@@ -80,18 +85,54 @@ class Connectors:
     # -- attempts --------------------------------------------------------------------
 
     def _connect(self, connector: Connector) -> None:
-        """Start a non-blocking connection attempt to the connector's current peer."""
+        """Start an attempt to the connector's current peer: at once for an IP
+        address, after resolving it for a host name."""
         peer = connector.failover.current
         connector.address = f"{peer.host}:{peer.port}"
         connector.retry_at = None
+        connector.attempt += 1
+        # The address family follows the host as written: IPv6 only for an
+        # IPv6 literal (qdrouterd's socketAddressFamily is not used).
         family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
+        if _is_address(peer.host):
+            self._open(connector, family, (peer.host, peer.port))
+            return
+        attempt, host, port = connector.attempt, peer.host, peer.port
+
+        def resolve() -> None:
+            try:
+                found = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
+                address: tuple[str, int] | None = (str(found[0][4][0]), int(found[0][4][1]))
+                why = ""
+            except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
+                address, why = None, getattr(exc, "strerror", None) or str(exc)
+            self.loop.defer(lambda: self._resolved(connector, attempt, family, address, why))
+
+        threading.Thread(target=resolve, name=f"resolve {host}", daemon=True).start()
+
+    def _resolved(self, connector: Connector, attempt: int, family: int,
+                  address: tuple[str, int] | None, why: str) -> None:
+        """A host name was resolved, or not, for attempt ``attempt``."""
+        if connector.attempt != attempt or connector not in self.connectors \
+                or self.loop.stopping:
+            return
+        if address is None:
+            self._failed(connector, f"cannot resolve the host name: {why}")
+            return
+        self._open(connector, family, address)
+
+    def _open(self, connector: Connector, family: int, address: tuple[str, int]) -> None:
+        """Start a non-blocking connect to ``address``."""
         try:
             sock = socket.socket(family, socket.SOCK_STREAM)
         except OSError as exc:  # out of descriptors: a failed attempt, retried later
             self._failed(connector, exc.strerror or str(exc))
             return
         sock.setblocking(False)
-        error = sock.connect_ex((peer.host, peer.port))
+        try:
+            error = sock.connect_ex(address)
+        except OSError as exc:
+            error = exc.errno or errno.EINVAL
         if error not in (0, errno.EINPROGRESS):
             sock.close()
             self._failed(connector, os.strerror(error))
@@ -183,6 +224,15 @@ class Connectors:
                 self.loop.remove(sock.fileno())
                 sock.close()
         self._connecting.clear()
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IPv4 or IPv6 address rather than a name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 __all__ = ["Connectors"]

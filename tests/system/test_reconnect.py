@@ -112,3 +112,24 @@ def test_max_reconnect_attempts_marks_the_connector_failed(start_router: StartRo
     assert row["connectionMsg"].startswith("Gave up after 3 attempts")
     time.sleep(0.5)
     assert len(re.findall(rf"Connection to 127\.0\.0\.1:{port} failed", a.log_text())) == 3
+
+
+def test_a_host_name_that_does_not_resolve_is_a_failed_attempt_and_names_work(
+        start_router: StartRouter) -> None:
+    """A connector's host name is resolved off the loop: one that does not
+    resolve is retried like a refused connection, the router keeps serving,
+    and a name that resolves connects (to its failover peer here)."""
+    port = free_port()
+    named = ("connector {\n    name: peer\n    host: nosuchhost.invalid\n    port: 5672\n"
+             "    role: normal\n    saslMechanisms: ANONYMOUS\n"
+             f"    failoverUrls: amqp://localhost:{port}\n"
+             "    initialReconnectDelay: 50\n    maxReconnectDelay: 100\n}\n")
+    a = start_router(router_conf(named, router_id="A"), name="A")
+    a.wait_log(r"Connection to nosuchhost\.invalid:5672 failed: cannot resolve the host name")
+    client = Management(a.url)  # still serving
+    [row] = client.query("router", "id")
+    client.close()
+    assert row == {"id": "A"}
+    peer_router(start_router, "Named", port)
+    wait_for(connected_to(a, "Named"), 15, "the connection through localhost")
+    assert connector_row(a)["connectionStatus"] == "SUCCESS"
