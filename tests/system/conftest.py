@@ -14,9 +14,9 @@ from tests.system.rabbitmq import RabbitMQ, running
 StartRouter = Callable[..., Hop]
 
 
-@pytest.fixture
-def start_router(tmp_path: Path) -> Iterator[StartRouter]:
-    """Start routers from conf text; on teardown SIGTERM them and require exit 0."""
+def _routers(tmp_path: Path, exited_well: Callable[[Hop, int], bool]) -> Iterator[StartRouter]:
+    """Start routers from conf text; on teardown SIGTERM them and fail the
+    test for each whose exit status ``exited_well`` does not accept."""
     started: list[Hop] = []
 
     def _start(conf_text: str | None = None, name: str = "hop", listeners: int = 1,
@@ -30,30 +30,22 @@ def start_router(tmp_path: Path) -> Iterator[StartRouter]:
     failures = []
     for hop in started:
         status = hop.stop()
-        if status != hop.expected_status:
+        if not exited_well(hop, status):
             failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
     if failures:
         pytest.fail("\n".join(failures))
 
 
 @pytest.fixture
+def start_router(tmp_path: Path) -> Iterator[StartRouter]:
+    """Start routers from conf text; on teardown SIGTERM them and require exit 0."""
+    yield from _routers(tmp_path, lambda hop, status: status == hop.expected_status)
+
+
+@pytest.fixture
 def killable(tmp_path: Path) -> Iterator[StartRouter]:
     """Like ``start_router``, but a router the test SIGKILLed may exit -9."""
-    started: list[Hop] = []
-
-    def _start(conf_text: str, name: str = "hop", listeners: int = 1) -> Hop:
-        hop = start(tmp_path, conf_text, name, listeners)
-        started.append(hop)
-        return hop
-
-    yield _start
-    failures = []
-    for hop in started:
-        status = hop.stop()
-        if status not in (0, -signal.SIGKILL):
-            failures.append(f"{hop.conf_path.name}: exit status {status}\n{hop.log_text()}")
-    if failures:
-        pytest.fail("\n".join(failures))
+    yield from _routers(tmp_path, lambda hop, status: status in (0, -signal.SIGKILL))
 
 
 @pytest.fixture
