@@ -49,8 +49,9 @@ class Flavour:
     ``port_zero`` says whether the program binds a free port for ``port: 0``
     and logs it; for one that does not, the bench picks free ports itself.
     ``drops_presettled``: the program may drop pre-settled messages under
-    load (qdrouterd does, by design); its pre-settled runs then count what
-    arrived instead of failing on a loss.
+    load; its pre-settled runs then count what arrived instead of failing on
+    a loss. Both routers do, by design, when a consumer falls behind
+    (docs/routing.md#sending-to-consumers).
     """
 
     name: str
@@ -63,7 +64,7 @@ class Flavour:
         return 0 if self.port_zero else free_port()
 
 
-HOP = Flavour("hop", (sys.executable, "-m", "router"), port_zero=True)
+HOP = Flavour("hop", (sys.executable, "-m", "router"), port_zero=True, drops_presettled=True)
 
 
 def qdrouterd(path: str) -> Flavour:
