@@ -169,6 +169,9 @@ def _reopen_logs() -> None:
                                    "are open; hopd must be started as root.")
 @click.option("-I", "--include", "include", multiple=True, metavar="DIR",
               help="Accepted for compatibility with qdrouterd; has no effect.")
+@click.option("-T", "--test-hooks", "test_hooks", is_flag=True,
+              help="Accepted for compatibility with qdrouterd (its internal test "
+                   "hooks); has no effect.")
 @click.option("--shutdown-grace", "shutdown_grace_s", type=click.FloatRange(min=0),
               default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
               help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
@@ -176,7 +179,7 @@ def _reopen_logs() -> None:
 @click.version_option(router.__version__, "-v", "--version", prog_name="hopd")
 def hopd(config_path: str | None, check_path: str | None, daemon: bool,
          pidfile: str | None, user: str | None, include: tuple[str, ...],
-         shutdown_grace_s: float) -> None:
+         test_hooks: bool, shutdown_grace_s: float) -> None:
     """Hop, an AMQP 1.0 message router."""
     if check_path is not None:
         try:

@@ -166,6 +166,25 @@ def test_systemd_hears_ready_only_once_the_port_accepts_and_stopping_at_shutdown
             assert stop(proc) == 0
 
 
+def test_qdrouterds_include_and_test_hooks_options_are_accepted(tmp_path: Path) -> None:
+    """qpid-dispatch's test harness starts its router with ``-I DIR`` and some
+    tests add ``-T``: hopd takes both and serves."""
+    port = free_port()
+    proc, log = start_foreground(tmp_path, conf_text(port), "-I", str(tmp_path), "-T")
+    try:
+        wait_for(lambda: accepts(port) or proc.poll() is not None, 20, "the listener")
+        assert proc.poll() is None, log.read_text()
+        with contextlib.closing(connect(f"127.0.0.1:{port}")) as conn:
+            receiver = conn.create_receiver("q")
+            sent = send_async(conn.create_sender("q"), "through")
+            assert receiver.receive(timeout=10).body == "through"
+            receiver.accept()
+            wait_all([conn], lambda: sent.settled, what="the outcome")
+            assert sent.remote_state == Delivery.ACCEPTED
+    finally:
+        assert stop(proc) == 0
+
+
 def test_user_option_drops_to_that_user_and_keeps_serving(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("-U needs the tests to run as root (as they do on CI)")
