@@ -77,6 +77,7 @@ class _Field:
     #: The name of the section class's field.
     name: str
     convert: Callable[[Node], object]
+    warnings: Callable[[Node], list[tuple[Position, str]]]
     ignored: str | None
 
 
@@ -101,7 +102,7 @@ def _schema_of(cls: type[Section]) -> _Schema:
     for f in fields:
         conf_name = f.schema.conf_name
         field = _Field(conf_name=conf_name, name=f.field.name, convert=f.schema.type.convert,
-                       ignored=f.schema.ignored)
+                       warnings=f.schema.type.warnings, ignored=f.schema.ignored)
         by_name.update(dict.fromkeys((conf_name, *f.schema.aliases), field))
     return _Schema(
         by_name=by_name,
@@ -172,6 +173,8 @@ def _type_section(entity: EntityType, raw: RawSection, sink: DiagnosticSink) -> 
             )
         try:
             values[field.name] = field.convert(attribute.value)
+            for pos, message in field.warnings(attribute.value):
+                log.warning("%s:%s: %s", sink.filename, attribute.at(pos), message)
         except ValueTypeError as error:
             ok = False
             sink.error(

@@ -2,9 +2,10 @@
 
 Owns what a group of a vhost's ``groups`` map may set: each setting's name
 as qdrouterd spells it, its type, default and description, and checking a
-``groups`` map against them, so that an unknown setting (the nearest name
-suggested) or a value of the wrong type is an error at its position in the
-file, as for any attribute.  A vhost keeps its groups as they were written
+``groups`` map against them, so that a value of the wrong type is an error
+at its position in the file, as for any attribute. A setting it does not
+know is ignored with a warning (the nearest name suggested), as qdrouterd
+ignores it.  A vhost keeps its groups as they were written
 (management shows them so); ``user_groups`` types them for whoever applies
 them.  Group settings are matched exactly as written, as qdrouterd does:
 their names are not normalised.  It must not apply a policy.
@@ -12,13 +13,14 @@ their names are not normalised.  It must not apply a policy.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from conf.diagnostics import FILE_POSITION, ConfError, Diagnostic
+from conf.diagnostics import FILE_POSITION, ConfError, Diagnostic, Position
 from conf.document import JsonValue, Node, ObjectValue, describe_kind, from_plain
 from conf.fields import Section, schema_fields, setting
 from conf.names import did_you_mean
@@ -196,12 +198,15 @@ class UserGroupSection(Section):
 _SETTINGS = {field.schema.conf_name: field for field in schema_fields(UserGroupSection)}
 
 
-def _group(name: str, node: Node) -> UserGroupSection:
-    """The group ``name`` written as ``node``.
+def _group(name: str, node: Node,
+           unknown: list[tuple[Position, str]] | None = None) -> UserGroupSection:
+    """The group ``name`` written as ``node``. A setting it does not know is
+    ignored, as qdrouterd ignores it, and told in ``unknown`` with the
+    warning qdrouterd logs (and the nearest name).
 
     Raises:
-        ValueTypeError: at the first setting that is unknown, given twice or
-            of the wrong type (or at the group, when it is not a map).
+        ValueTypeError: at the first setting that is given twice or of the
+            wrong type (or at the group, when it is not a map).
     """
     if not isinstance(node.value, ObjectValue):
         raise ValueTypeError(
@@ -211,9 +216,11 @@ def _group(name: str, node: Node) -> UserGroupSection:
         assert isinstance(key.value, str)
         field = _SETTINGS.get(key.value)
         if field is None:
-            hint = did_you_mean(key.value, _SETTINGS)
-            raise ValueTypeError(f"unknown setting {key.value!r} in group {name!r}{hint}",
-                                 key.pos)
+            if unknown is not None:
+                hint = did_you_mean(key.value, _SETTINGS)
+                unknown.append((key.pos, f"user group {name!r} option {key.value!r} is "
+                                         f"ignored{hint}"))
+            continue
         if field.field.name in values:
             raise ValueTypeError(f"setting {key.value!r} given twice in group {name!r}", key.pos)
         try:
@@ -228,9 +235,16 @@ def _check_group(name: str, node: Node) -> None:
     _group(name, node)
 
 
+def _unknown_settings(name: str, node: Node) -> list[tuple[Position, str]]:
+    unknown: list[tuple[Position, str]] = []
+    with contextlib.suppress(ValueTypeError):  # reported by _check_group
+        _group(name, node, unknown)
+    return unknown
+
+
 #: The type of a vhost's ``groups``: kept as written, each group checked.
 GROUPS_TYPE = JsonMapType("JSON map: group name to the group's settings (see vhost groups)",
-                          check_value=_check_group)
+                          check_value=_check_group, warn_value=_unknown_settings)
 
 
 def user_groups(groups: Mapping[str, JsonValue] | None) -> dict[str, UserGroupSection]:

@@ -70,10 +70,17 @@ def _check_protocols(text: str) -> str | None:
     return None if text.split() else "expected at least one TLS version, got ''"
 
 
-def _check_uid_format(text: str) -> str | None:
-    if not text or any(c not in _UID_COMPONENTS for c in text):
-        return f"expected a combination of the letters c s l o u n 1 2 5, got {text!r}"
-    return None
+def _uid_format_ignores(text: str) -> str | None:
+    """What of a uidFormat is ignored: letters outside c s l o u n 1 2 5, as
+    qdrouterd ignores them (with none left, the SASL user stands)."""
+    unknown = "".join(dict.fromkeys(c for c in text if c not in _UID_COMPONENTS))
+    if not unknown:
+        return None
+    kept = "".join(c for c in text if c in _UID_COMPONENTS)
+    then = (f"the format is {kept!r}" if kept else
+            "no letter is left: the SASL user stands for the connection")
+    return (f"uidFormat {text!r}: letters {unknown!r} are ignored ({then}; known letters: "
+            "c s l o u n 1 2 5)")
 
 
 _NAME = setting("name", StringType(), "unique name of the section")
@@ -314,7 +321,7 @@ class SslProfileSection(Section):
         default=None,
         metadata=setting(
             "uidFormat",
-            StringType("string of c s l o u n 1 2 5", _check_uid_format),
+            StringType("string of c s l o u n 1 2 5", warn=_uid_format_ignores),
             "how a user id is made from a client certificate",
         ),
     )

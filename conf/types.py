@@ -104,15 +104,23 @@ class ValueType(abc.ABC):
         """``value`` as management shows it: strings, numbers, booleans, maps."""
         return value
 
+    def warnings(self, node: Node) -> list[tuple[Position, str]]:
+        """What a value that converts still deserves a warning for (a part of
+        it that is accepted and ignored), each at its position."""
+        return []
+
 
 class StringType(ValueType):
-    """Any string; ``check`` may refuse some, returning the reason."""
+    """Any string; ``check`` may refuse some, returning the reason, and
+    ``warn`` say what in one is ignored."""
 
     def __init__(
-        self, description: str = "string", check: Callable[[str], str | None] | None = None
+        self, description: str = "string", check: Callable[[str], str | None] | None = None,
+        warn: Callable[[str], str | None] | None = None,
     ) -> None:
         self._description = description
         self._check = check
+        self._warn = warn
 
     def convert(self, node: Node) -> str:
         text = _text(node, "a string")
@@ -121,6 +129,12 @@ class StringType(ValueType):
             if reason is not None:
                 raise ValueTypeError(reason)
         return text
+
+    def warnings(self, node: Node) -> list[tuple[Position, str]]:
+        if self._warn is None or not isinstance(node.value, str):
+            return []
+        said = self._warn(node.value)
+        return [] if said is None else [(node.pos, said)]
 
     def describe(self) -> str:
         return self._description
@@ -320,10 +334,12 @@ class JsonMapType(ValueType):
         description: str,
         check_key: Callable[[str], str | None] | None = None,
         check_value: Callable[[str, Node], None] | None = None,
+        warn_value: Callable[[str, Node], list[tuple[Position, str]]] | None = None,
     ) -> None:
         self._description = description
         self._check_key = check_key
         self._check_value = check_value
+        self._warn_value = warn_value
 
     def convert(self, node: Node) -> dict[str, JsonValue]:
         if not isinstance(node.value, ObjectValue):
@@ -345,6 +361,15 @@ class JsonMapType(ValueType):
 
     def describe(self) -> str:
         return self._description
+
+    def warnings(self, node: Node) -> list[tuple[Position, str]]:
+        if self._warn_value is None or not isinstance(node.value, ObjectValue):
+            return []
+        found = []
+        for key, value in node.value.members:
+            assert isinstance(key.value, str)
+            found.extend(self._warn_value(key.value, value))
+        return found
 
     def format(self, value: object) -> str:
         return json.dumps(value)

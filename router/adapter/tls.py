@@ -100,9 +100,11 @@ def certificate_uid(ssl: Any, uid_format: str) -> str | None:
         field = _UID_FIELDS.get(letter)
         if field is not None:
             value = ssl.get_cert_subject_subfield(field)
-        else:
+        elif letter in _UID_DIGESTS:
             digest, length = _UID_DIGESTS[letter]
             value = ssl.get_cert_fingerprint(length + 1, digest)
+        else:  # ignored, as the conf loader warned
+            continue
         if value:
             parts.append(value)
     return ";".join(parts) or None
@@ -138,7 +140,7 @@ class TlsProfile:
         """The user a client certificate stands for with ``uidFormat`` (and
         the name mapping), else None: the SASL layer's user stands."""
         uid_format = self.section.uid_format
-        if not uid_format:
+        if not uid_format or not any(c in _UID_FIELDS or c in _UID_DIGESTS for c in uid_format):
             return None
         uid = certificate_uid(ssl, uid_format)
         return None if uid is None else self.uid_names.get(uid, uid)

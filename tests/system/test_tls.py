@@ -124,27 +124,34 @@ def test_uid_format_makes_the_user_of_a_client_certificate(
         start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
     names = tmp_path / "names.json"
     names.write_text('{"Hop tests;app-client": "alice"}')
+    # Letters outside the known ones are ignored with a warning, as qdrouterd
+    # ignores them: "ox" is "o"; with none known ("xz") the subject stands.
     profiles = (profile(pki, "uid", extra="    uidFormat: on\n")
                 + profile(pki, "named", extra=f"    uidFormat: on\n"
-                                              f"    uidNameMappingFile: {names}\n"))
+                                              f"    uidNameMappingFile: {names}\n")
+                + profile(pki, "partial", extra="    uidFormat: ox\n")
+                + profile(pki, "unknown", extra="    uidFormat: xz\n"))
     mutual = ("listener {{\n    host: 127.0.0.1\n    port: 0\n    sslProfile: {}\n"
               "    requireSsl: yes\n    authenticatePeer: yes\n    saslMechanisms: EXTERNAL\n}}\n")
     plain = "listener {\n    host: 127.0.0.1\n    port: 0\n    saslMechanisms: ANONYMOUS\n}\n"
-    listeners = mutual.format("uid") + mutual.format("named") + plain
-    hop = start_router(router_conf(profiles, listener=listeners), listeners=3)
+    tls_names = ("uid", "named", "partial", "unknown")
+    listeners = "".join(mutual.format(name) for name in tls_names) + plain
+    hop = start_router(router_conf(profiles, listener=listeners), listeners=5)
     conns = [BlockingConnection(f"amqps://127.0.0.1:{port}",
                                 ssl_domain=client_domain(pki.ca, (pki.client_cert, pki.client_key)),
                                 allowed_mechs="EXTERNAL", timeout=10)
-             for port in hop.ports[:2]]
-    client = Management(f"amqp://127.0.0.1:{hop.ports[2]}")
+             for port in hop.ports[:4]]
+    client = Management(f"amqp://127.0.0.1:{hop.ports[4]}")
     try:
         users = sorted(r["user"] for r in client.query("connection", "user", "sasl")
                        if r["sasl"] == "EXTERNAL")
     finally:
         client.close()
-    assert users == ["Hop tests;app-client", "alice"], \
-        "organization;common name, and its mapped name"
+    assert users == ["Hop tests", "Hop tests;app-client", "O=Hop tests,CN=app-client",
+                     "alice"], ("organization, organization;common name, the subject where "
+                                "no letter is known, and a mapped name")
     hop.wait_log(r"Connection Opened: .* user=alice ")
+    hop.wait_log(r"uidFormat 'xz': letters 'xz' are ignored \(no letter is left")
     for conn in conns:
         conn.close()
 

@@ -53,11 +53,16 @@ def test_a_misspelt_boolean_is_an_error_not_false() -> None:
     ]
 
 
-def test_an_unknown_setting_is_reported_at_its_key_with_the_nearest_name() -> None:
-    assert diagnostics('"remoteHost": "*"') == [
-        "hopd.conf:6:13: invalid value for 'groups' in section 'vhost': unknown setting "
-        "'remoteHost' in group 'staff' (did you mean 'remoteHosts'?)"
+def test_an_unknown_setting_is_ignored_with_a_warning_at_its_key_and_the_nearest_name(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # qdrouterd ignores it with a warning too ("... option ... is ignored").
+    conf = parse(VHOST % '"remoteHost": "*",\n            "maxSenders": 3', "hopd.conf")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "hopd.conf:6:13: user group 'staff' option 'remoteHost' is ignored "
+        "(did you mean 'remoteHosts'?)"
     ]
+    staff = conf.vhosts[0].user_groups()["staff"]
+    assert (staff.remote_hosts, staff.max_senders) == (UserGroupSection().remote_hosts, 3)
 
 
 @pytest.mark.parametrize(("setting", "says"), [
@@ -117,8 +122,9 @@ def test_an_empty_group_has_the_declared_defaults() -> None:
 
 
 def test_a_section_made_without_the_loader_is_still_checked() -> None:
-    with pytest.raises(ConfError, match="unknown setting 'maxSender' in group 'g'"):
-        VhostSection(hostname="h", groups={"g": {"maxSender": 1}}).user_groups()
+    with pytest.raises(ConfError, match="setting 'maxSenders' in group 'g': expected an "
+                                        "integer"):
+        VhostSection(hostname="h", groups={"g": {"maxSenders": "x"}}).user_groups()
 
 
 def test_every_group_setting_is_applied_so_none_is_reported_ignored() -> None:
