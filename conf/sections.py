@@ -60,12 +60,15 @@ def _check_router_id(text: str) -> str | None:
 
 
 _TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+#: Names of SSL versions OpenSSL no longer offers: they are protocols, not
+#: typos, so the file is read and the profile fails to load (docs/security.md#tls).
+_LEGACY_SSL_PROTOCOLS = ("SSLv2", "SSLv3", "SSLv23")
 _UID_COMPONENTS = "csloun125"
 
 
 def _check_protocols(text: str) -> str | None:
     for word in text.split():
-        if word not in _TLS_PROTOCOLS:
+        if word not in _TLS_PROTOCOLS and word not in _LEGACY_SSL_PROTOCOLS:
             return f"expected TLS versions among {', '.join(_TLS_PROTOCOLS)}, got {word!r}"
     return None if text.split() else "expected at least one TLS version, got ''"
 

@@ -16,7 +16,8 @@ import logging
 import secrets
 import string
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
@@ -152,8 +153,45 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener
     return [engine.listeners.listen(settings) for settings in listeners]
 
 
-def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> Assembled:
+_S = TypeVar("_S", conf.ListenerSection, conf.ConnectorSection)
+_T = TypeVar("_T", ListenerSettings, ConnectorSettings)
+
+
+def _refusing(sections: Iterable[_S], kind: str, settings: Callable[[_S], _T],
+              broken: Mapping[str, TlsError]) -> list[_T]:
+    """As qdrouterd does, a listener or connector whose sslProfile did not
+    load is kept without TLS and ``refused``: it closes every connection it
+    accepts, or fails every attempt. One whose settings fail otherwise is
+    left out. Each is logged."""
+    made = []
+    for section in sections:
+        error = broken.get(section.ssl_profile or "")
+        name = section.name or f"{section.host or ''}:{section.port}"
+        try:
+            if error is None:
+                made.append(settings(section))
+                continue
+            without: dict[str, Any] = {"ssl_profile": None}
+            if isinstance(section, conf.ListenerSection):
+                without["require_ssl"] = False
+            plain = attrs.evolve(section, **without)
+            made.append(attrs.evolve(settings(plain), refused=str(error),
+                                     refused_ca=error.attribute == "caCertFile"))
+            log.error("%s %s %s: %s", kind, name, "closes every connection"
+                      if kind == "listener" else "fails every attempt", error)
+        except TlsError as other:
+            log.error("%s %s is not opened: %s", kind, name, other)
+    return made
+
+
+def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
+             tls_errors_stop: bool = True) -> Assembled:
     """Build the router ``cfg`` describes, open its listeners, join its group.
+
+    ``tls_errors_stop`` False is qdrouterd's way with TLS: an sslProfile that
+    does not load is logged instead of stopping the start-up; a listener
+    naming it closes every connection, a connector naming it fails every attempt
+    (docs/security.md#tls).
 
     Raises:
         ServiceError: a listener cannot listen (status 1), the peer group cannot
@@ -177,9 +215,22 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float) -> A
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
                   allow_resumable_link_route=r.allow_resumable_link_route)
     try:
-        profiles = load_profiles(cfg.ssl_profiles)
-        listeners = [listener_settings(s, profiles, cfg.router) for s in cfg.listeners]
-        connectors = [connector_settings(s, profiles) for s in cfg.connectors]
+        if tls_errors_stop:
+            profiles = load_profiles(cfg.ssl_profiles)
+            listeners = [listener_settings(s, profiles, cfg.router) for s in cfg.listeners]
+            connectors = [connector_settings(s, profiles) for s in cfg.connectors]
+        else:
+            broken: dict[str, TlsError] = {}
+
+            def failed(section: conf.SslProfileSection, error: TlsError) -> None:
+                log.error("%s; listeners and connectors naming it are not opened", error)
+                broken[section.name or ""] = error
+
+            profiles = load_profiles(cfg.ssl_profiles, failed=failed)
+            listeners = _refusing(cfg.listeners, "listener",
+                                  lambda s: listener_settings(s, profiles, cfg.router), broken)
+            connectors = _refusing(cfg.connectors, "connector",
+                                   lambda s: connector_settings(s, profiles), broken)
         sections = vhost_sections(cfg)
         policy = build_policy(cfg, sections)
     except (TlsError, SaslError, ValueError, conf.ConfError) as exc:

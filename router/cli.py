@@ -66,6 +66,8 @@ class ServiceOptions:
     pidfile: str | None = None
     user: str | None = None
     shutdown_grace_s: float = DEFAULT_GRACE_S
+    #: False: an sslProfile that does not load is logged, as qdrouterd does.
+    tls_errors_stop: bool = True
 
 
 def serve(cfg: conf.RouterConf, source: str,
@@ -94,7 +96,8 @@ def serve(cfg: conf.RouterConf, source: str,
     if daemon is not None:
         daemon.detach()
     try:
-        assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s)
+        assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s,
+                             tls_errors_stop=options.tls_errors_stop)
     except service.ServiceError as exc:
         return fail(str(exc), exc.status)
     engine, router_id, bound = assembled.engine, assembled.router_id, assembled.bound
@@ -176,10 +179,16 @@ def _reopen_logs() -> None:
               default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
               help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
                    "settle before the rest are released; a second signal ends it at once.")
+@click.option("--tls-errors", "tls_errors", type=click.Choice(["stop", "log"]), default="stop",
+              show_default=True,
+              help="An sslProfile that does not load (a missing file, a wrong password, "
+                   "protocols or ciphers OpenSSL refuses): stop the start-up, or log it and "
+                   "start, as qdrouterd does (a listener naming it closes every connection, "
+                   "a connector naming it fails every attempt).")
 @click.version_option(router.__version__, "-v", "--version", prog_name="hopd")
 def hopd(config_path: str | None, check_path: str | None, daemon: bool,
          pidfile: str | None, user: str | None, include: tuple[str, ...],
-         test_hooks: bool, shutdown_grace_s: float) -> None:
+         test_hooks: bool, shutdown_grace_s: float, tls_errors: str) -> None:
     """Hop, an AMQP 1.0 message router."""
     if check_path is not None:
         try:
@@ -208,5 +217,6 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
     router.RAISE_INTERNAL_ERRORS = os.environ.get("HOP_RAISE_INTERNAL_ERRORS") == "1"
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
-                             user=user, shutdown_grace_s=shutdown_grace_s)
+                             user=user, shutdown_grace_s=shutdown_grace_s,
+                             tls_errors_stop=tls_errors == "stop")
     sys.exit(serve(cfg, source, options))

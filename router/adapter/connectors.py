@@ -91,6 +91,12 @@ class Connectors:
         connector.address = f"{peer.host}:{peer.port}"
         connector.retry_at = None
         connector.attempt += 1
+        refused = connector.settings.refused
+        if refused is not None:  # its sslProfile did not load (hopd --tls-errors log)
+            log.error("SSL%s configuration failed for connection to %s: %s",
+                      " CA" if connector.settings.refused_ca else "", connector.address, refused)
+            self._failed(connector, "its sslProfile did not load")
+            return
         # The address family follows the host as written: IPv6 only for an
         # IPv6 literal (qdrouterd's socketAddressFamily is not used).
         family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET

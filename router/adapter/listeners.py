@@ -103,6 +103,11 @@ class Listeners:
             except ConnectionAbortedError:
                 continue
             accepted(listener, self.clock())
+            if listener.settings.refused is not None:
+                log.error("Connection from %s to %s:%s closed: its %s", addr[0], listener.host,
+                          listener.port, listener.settings.refused)
+                sock.close()
+                continue
             if listener.settings.http:
                 sock.setblocking(False)
                 self.http.adopt(sock, listener)

@@ -56,6 +56,14 @@ class ConnectionSettings:
     policy_vhost: str | None
     #: The conf section these settings came from (shown by management).
     section: Any
+    #: Its sslProfile did not load and ``hopd --tls-errors log`` let the
+    #: router start (docs/security.md#tls): a listener closes every
+    #: connection it accepts, a connector fails every attempt, saying this.
+    #: None: it serves.
+    refused: str | None = None
+    #: The profile's caCertFile is what did not load (qdrouterd logs that
+    #: case as "SSL CA configuration failed").
+    refused_ca: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -26,7 +26,12 @@ __all__ = ["SecretError", "TlsError", "TlsProfile", "load_profiles", "secret_val
 
 
 class TlsError(Exception):
-    """An ``sslProfile`` that cannot be used; the message names it and the file."""
+    """An ``sslProfile`` that cannot be used; the message names it and the file.
+    ``attribute``: the profile's attribute at fault, when one file is."""
+
+    def __init__(self, message: str, attribute: str | None = None) -> None:
+        super().__init__(message)
+        self.attribute = attribute
 
 
 class SecretError(Exception):
@@ -80,7 +85,7 @@ def _readable(profile: conf.SslProfileSection, attribute: str, path: str | None)
             file.read(1)
     except OSError as exc:
         raise TlsError(f"sslProfile {profile.name!r}: cannot read {attribute} {path}: "
-                       f"{exc.strerror}") from None
+                       f"{exc.strerror}", attribute) from None
 
 
 #: uidFormat letters: certificate subject fields, and fingerprints with
@@ -211,21 +216,33 @@ def _domain(profile: conf.SslProfileSection, mode: int) -> Any:
     return domain
 
 
-def load_profiles(sections: Iterable[conf.SslProfileSection]) -> dict[str, TlsProfile]:
-    """Every ``sslProfile``, checked and ready, by name.
+def load_profiles(sections: Iterable[conf.SslProfileSection],
+                  failed: Callable[[conf.SslProfileSection, TlsError], None] | None = None,
+                  ) -> dict[str, TlsProfile]:
+    """Every ``sslProfile``, checked and ready, by name; with ``failed``, a
+    profile that does not load is told to it and left out instead.
 
     Raises:
         TlsError: naming the profile and the file that is missing, unreadable
-            or does not load.
+            or does not load (without ``failed``).
     """
     profiles: dict[str, TlsProfile] = {}
     for section in sections:
-        for attribute, path in (("certFile", section.cert_file),
-                                ("privateKeyFile", section.private_key_file),
-                                ("caCertFile", section.ca_cert_file)):
-            _readable(section, attribute, path)
-        if section.private_key_file is not None and section.cert_file is None:
-            raise TlsError(f"sslProfile {section.name!r}: privateKeyFile without certFile")
-        _domain(section, SSLDomain.MODE_SERVER)  # raises if the key does not load
-        profiles[section.name or ""] = TlsProfile(section, _uid_names(section))
+        try:
+            profiles[section.name or ""] = _load_profile(section)
+        except TlsError as error:
+            if failed is None:
+                raise
+            failed(section, error)
     return profiles
+
+
+def _load_profile(section: conf.SslProfileSection) -> TlsProfile:
+    for attribute, path in (("certFile", section.cert_file),
+                            ("privateKeyFile", section.private_key_file),
+                            ("caCertFile", section.ca_cert_file)):
+        _readable(section, attribute, path)
+    if section.private_key_file is not None and section.cert_file is None:
+        raise TlsError(f"sslProfile {section.name!r}: privateKeyFile without certFile")
+    _domain(section, SSLDomain.MODE_SERVER)  # raises if the key does not load
+    return TlsProfile(section, _uid_names(section))

@@ -23,7 +23,7 @@ class _Recorder(unittest.TextTestResult):
     def __init__(self, out: TextIO, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._out = out
-        self._started = 0.0
+        self._started = time.monotonic()
 
     def _write(self, test: Any, outcome: str, detail: str = "") -> None:
         line = {"test": test.id(), "outcome": outcome,

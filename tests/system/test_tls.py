@@ -214,6 +214,55 @@ def test_an_unusable_profile_stops_the_start_naming_the_file(
     assert "Listening on" not in done.stdout + done.stderr
 
 
+def test_tls_errors_log_leaves_out_what_names_a_profile_that_does_not_load(
+        tmp_path: Path, pki: Pki) -> None:
+    """By default a profile OpenSSL refuses stops the start; ``--tls-errors
+    log`` logs it and starts, as qdrouterd does: the listener naming it
+    listens and closes every connection."""
+    good, bad = free_port(), free_port()
+    listeners = (tls_listener().replace("port: 0", f"port: {good}")
+                 + tls_listener().replace("port: 0", f"port: {bad}").replace(
+                     "sslProfile: tls", "sslProfile: old"))
+    conf_path = tmp_path / "hop.conf"
+    peer = free_port()
+    connector = (f"connector {{\n    host: 127.0.0.1\n    port: {peer}\n"
+                 f"    sslProfile: noca\n}}\n")
+    conf_path.write_text(router_conf(
+        profile(pki) + profile(pki, "old", extra="    protocols: SSLv23\n")
+        + profile(pki, "noca").replace(str(pki.ca), str(tmp_path / "no-ca.pem")) + connector,
+        listener=listeners))
+    stopped = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
+                             timeout=30)
+    assert stopped.returncode == 2
+    assert "sslProfile 'old': OpenSSL refuses protocols 'SSLv23'" in stopped.stderr
+    log_path = tmp_path / "hop.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(hopd_command("-c", str(conf_path), "--tls-errors", "log"),
+                                stdout=log_file, stderr=subprocess.STDOUT)
+    hop = Hop(proc, conf_path, log_path, [good])
+    try:
+        # A connector whose profile did not load fails every attempt, as
+        # qdrouterd's does (its own tests read these lines).
+        hop.wait_log(rf"SERVER \(error\) SSL CA configuration failed for connection to "
+                     rf"127\.0\.0\.1:{peer}: sslProfile 'noca': cannot read caCertFile")
+        hop.wait_log(rf"Connection to 127\.0\.0\.1:{peer} failed: its sslProfile did not load")
+        hop.wait_log(rf"Listening on 127\.0\.0\.1:{good}\b", timeout=20)
+        hop.wait_log(rf"listener 127\.0\.0\.1:{bad} closes every connection: sslProfile "
+                     r"'old': OpenSSL refuses protocols 'SSLv23'")
+        hop.wait_log(rf"Listening on 127\.0\.0\.1:{bad}\b")
+        conn = BlockingConnection(amqps(hop), ssl_domain=client_domain(pki.ca), timeout=10)
+        assert round_trip(conn) == Delivery.ACCEPTED
+        conn.close()
+        with pytest.raises(ConnectionException):
+            BlockingConnection(f"amqps://127.0.0.1:{bad}", ssl_domain=client_domain(pki.ca),
+                               timeout=5)
+        hop.wait_log(rf"Connection from 127\.0\.0\.1 to 127\.0\.0\.1:{bad} closed: its "
+                     r"sslProfile 'old'")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
 def test_the_right_password_loads_the_key(start_router: StartRouter, pki: Pki,
                                           tmp_path: Path) -> None:
     secret = tmp_path / "key-password"
@@ -324,6 +373,7 @@ def test_an_update_with_no_attributes_reads_the_files_again_in_place(
     ("not-its-key", "sslProfile 'tls': certFile {cert} and privateKeyFile {other} do not "
                     "load"),
     ("bad-value", "invalid value for 'protocols' in section 'sslProfile'"),
+    ("ssl-version", "sslProfile 'tls': OpenSSL refuses protocols 'SSLv3'"),
 ])
 def test_an_update_that_does_not_load_is_refused_and_the_old_files_stay(
         start_router: StartRouter, pki: Pki, tmp_path: Path, problem: str, says: str) -> None:
@@ -333,7 +383,8 @@ def test_an_update_that_does_not_load_is_refused_and_the_old_files_stay(
         "wrong-password": {"privateKeyFile": str(pki.server_key_encrypted),
                            "password": "pass:wrong"},
         "not-its-key": {"privateKeyFile": str(pki.client_key)},
-        "bad-value": {"protocols": "SSLv3"},
+        "bad-value": {"protocols": "TLSv9"},
+        "ssl-version": {"protocols": "SSLv3"},
     }
     hop = start_router(router_conf(profile(pki), listener=tls_listener()))
     status, description, _ = update_profile(hop, changes[problem])

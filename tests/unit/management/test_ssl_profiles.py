@@ -107,7 +107,7 @@ def test_an_update_that_does_not_load_leaves_the_profile_as_it_was() -> None:
 
 def test_update_values_are_checked_as_the_conf_file_checks_them() -> None:
     profiles = Profiles(TLS)
-    refused = update(agent(profiles), {"protocols": "SSLv3"}, name="tls")
+    refused = update(agent(profiles), {"protocols": "TLSv9"}, name="tls")
     assert refused.status == 400
     assert refused.description.startswith(
         "invalid value for 'protocols' in section 'sslProfile': expected TLS versions")
