@@ -136,9 +136,11 @@ def open_properties(conn: Conn) -> dict[Any, Any]:
                              symbol("qd.conn-id"): conn.core.conn_id}
     failover = conn.settings.failover if isinstance(conn.settings, ListenerSettings) else ()
     if failover:
+        # An entry has a scheme only where the listener's failoverUrls gave
+        # one, as qdrouterd announces it.
         props[symbol("failover-server-list")] = [
             {symbol("network-host"): e.host, symbol("port"): str(e.port),
-             symbol("scheme"): e.scheme} for e in failover]
+             **({symbol("scheme"): e.scheme} if e.scheme else {})} for e in failover]
     if conn.core.role is Role.INTER_ROUTER:
         if conn.settings.cost > 1:
             props[symbol("qd.inter-router-cost")] = conn.settings.cost
@@ -162,7 +164,8 @@ def failover_server_list(properties: object) -> list[Endpoint] | None:
         port = str(fields.get("port") or "5672")
         if not isinstance(host, str) or not host or not port.isdigit():
             continue
-        endpoints.append(Endpoint(host, int(port), str(fields.get("scheme") or "amqp")))
+        scheme = fields.get("scheme")
+        endpoints.append(Endpoint(host, int(port), scheme if isinstance(scheme, str) else None))
     return endpoints
 
 

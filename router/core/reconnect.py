@@ -26,10 +26,11 @@ class Endpoint:
 
     host: str
     port: int
-    scheme: str = "amqp"
+    #: As written; None where the entry gave none (``amqp`` is meant).
+    scheme: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}"
+        return f"{self.scheme or 'amqp'}://{self.host}:{self.port}"
 
 
 def parse_failover_urls(text: str) -> list[Endpoint]:
@@ -43,7 +44,7 @@ def parse_failover_urls(text: str) -> list[Endpoint]:
         entry = raw.strip()
         if not entry:
             continue
-        scheme = "amqp"
+        scheme = None
         if "://" in entry:
             scheme, entry = entry.split("://", 1)
         host, port = entry, "5672"

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,19 +142,39 @@ def qdrouterd_shim(folder: Path, hop: Path = HOP_ROOT) -> Path:
     return folder
 
 
+def build_overlay(build: Path, folder: Path, shim: Path) -> Path:
+    """A build directory like ``build`` (its entries linked) whose
+    ``router/qdrouterd`` is ``shim``: some tests start
+    ``$BUILD_DIR/router/qdrouterd`` by its path."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    (folder / "router").mkdir(parents=True)
+    for entry in build.iterdir():
+        if entry.name != "router":
+            (folder / entry.name).symlink_to(entry)
+    for entry in (build / "router").iterdir():
+        if entry.name != "qdrouterd":
+            (folder / "router" / entry.name).symlink_to(entry)
+    (folder / "router" / "qdrouterd").symlink_to(shim)
+    return folder
+
+
 def environment(router: str, src: Path, build: Path, out: Path, timeout: float) -> dict[str, str]:
-    """The harness's environment, with ``router``'s qdrouterd first on PATH."""
+    """The harness's environment, with ``router``'s qdrouterd first on PATH
+    and in ``$BUILD_DIR/router``."""
     site = out / "site"
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     first = qdrouterd_shim(out / "bin") if router == "hopd" else build / "router"
+    build_dir = (build_overlay(build, out / "build", first / "qdrouterd")
+                 if router == "hopd" else build)
     path = [first, build / "tests", src / "tools", build / "tools"]
     python_path = [site, src / "python", build / "python", src / "tests"]
     return {**os.environ,
             "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", "")]),
             "PYTHONPATH": os.pathsep.join(map(str, python_path)),
             "QPID_DISPATCH_HOME": str(src), "SOURCE_DIR": str(src),
-            "BUILD_DIR": str(build), "QPID_SYSTEM_TEST_TIMEOUT": str(timeout)}
+            "BUILD_DIR": str(build_dir), "QPID_SYSTEM_TEST_TIMEOUT": str(timeout)}
 
 
 def run_file(name: str, router: str, env: dict[str, str], out: Path, limit: float) -> FileResult:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from proton.utils import BlockingConnection
+
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf, wait_for
 from tests.system.mgmt import Management
@@ -98,6 +100,20 @@ def test_a_connector_learns_the_failover_list_its_peer_announces(
     c = peer_router(start_router, "C", port_c)
     assert b.stop() == 0
     wait_for(connected_to(c, "A"), 10, "A on the announced peer C")
+
+
+def test_a_listener_announces_its_failover_list_with_a_scheme_only_where_given(
+        start_router: StartRouter) -> None:
+    port = free_port()
+    b = peer_router(start_router, "B", port,
+                    "    failoverUrls: second-host:25000, amqps://third-host:5671\n")
+    conn = BlockingConnection(b.url, timeout=10)
+    try:
+        announced = conn.conn.remote_properties["failover-server-list"]
+    finally:
+        conn.close()
+    assert announced == [{"network-host": "second-host", "port": "25000"},
+                         {"network-host": "third-host", "port": "5671", "scheme": "amqps"}]
 
 
 def test_max_reconnect_attempts_marks_the_connector_failed(start_router: StartRouter) -> None:

@@ -8,7 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.compat.runner import FileResult, differences, qdrouterd_shim, read_outcomes, table
+from tests.compat.runner import (
+    FileResult,
+    build_overlay,
+    differences,
+    qdrouterd_shim,
+    read_outcomes,
+    table,
+)
 
 DRIVER = Path(__file__).parents[2] / "compat" / "driver.py"
 
@@ -93,3 +100,20 @@ def test_the_shim_runs_hopd_with_qdrouterds_arguments(tmp_path: Path) -> None:
     # hopd itself answered: its configuration error, with file and line.
     assert done.returncode == 2
     assert f"{conf}:2:" in done.stderr
+
+
+def test_the_build_overlay_puts_the_shim_where_tests_start_qdrouterd_by_path(
+        tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    (build / "router").mkdir(parents=True)
+    (build / "router" / "qdrouterd").write_text("the real one")
+    (build / "router" / "other").write_text("kept")
+    (build / "tests").mkdir()
+    shim = qdrouterd_shim(tmp_path / "bin") / "qdrouterd"
+    overlay = build_overlay(build, tmp_path / "overlay", shim)
+    assert (overlay / "router" / "qdrouterd").resolve() == shim.resolve()
+    assert (overlay / "router" / "other").read_text() == "kept"
+    assert (overlay / "tests").resolve() == (build / "tests").resolve()
+    assert (build / "router" / "qdrouterd").read_text() == "the real one"
+    again = build_overlay(build, tmp_path / "overlay", shim)  # a second run starts afresh
+    assert sorted(p.name for p in (again / "router").iterdir()) == ["other", "qdrouterd"]
