@@ -236,7 +236,7 @@ class Forwarder:
         """Forward one complete message; ``d`` is ``None`` when pre-settled."""
         record = il.record
         if record is None and il.control:
-            self.network.control(il, data, self.clock())
+            self.network.control(d, il, data, self.clock())
             return
         if il.user_id is not None and not self._user_id_allowed(d, il, data):
             return

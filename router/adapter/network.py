@@ -37,7 +37,7 @@ from router.core import (
     scan,
 )
 from router.core.edges import EDGE_KEY
-from router.core.settlement import REJECTED, RELEASED
+from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +78,21 @@ class NetworkForwarding:
         log.debug("%r: released by the loop guard, trace %s", il, trace)
         return True
 
-    def control(self, il: InLink, data: bytes, now: float) -> None:
+    def control(self, d: Any, il: InLink, data: bytes, now: float) -> None:
         """A message on a router-control link (the routing protocol's) or on
         an edge service's link (address tracking, heartbeats, lookups); what
-        it makes the router do is carried out once the event is handled."""
+        it makes the router do is carried out once the event is handled. An
+        unsettled one (``d``) is accepted, or rejected when a service refuses
+        it (docs/networks.md#edge-routers)."""
         self.credit_dirty.add(il)
         if il.router_link is None:
-            self.effects.extend(self.router.service_received(il, data, now))
+            taken, effects = self.router.service_received(il, data, now)
+            if d is not None:
+                self.outcomes.finish(d, il, ACCEPTED if taken else REJECTED)
+            self.effects.extend(effects)
             return
+        if d is not None:
+            self.outcomes.finish(d, il, ACCEPTED)
         network = self.router.network
         if network is None:
             return

@@ -694,8 +694,21 @@ class EdgeHosts:
             self.next_check = now + HEARTBEAT_INTERVAL_S
         log.info("[C%d] Edge router %s attached", conn.conn_id, conn.container_id)
 
+    def watch(self, conn: Connection, now: float) -> EdgePeer:
+        """A connection that is not an edge router's attached a heartbeat
+        sender, as qdrouterd lets any client do: it is watched as an edge's
+        is, and closed when its heartbeats stop."""
+        peer = self.peers.get(conn)
+        if peer is None:
+            peer = self.peers[conn] = EdgePeer(conn, now)
+            if self.next_check is None:
+                self.next_check = now + HEARTBEAT_INTERVAL_S
+        return peer
+
     def closed(self, conn: Connection) -> None:
-        if self.peers.pop(conn, None) is not None:
+        """A connection went: an edge router's, or one that was watched."""
+        peer = self.peers.pop(conn, None)
+        if peer is not None and conn.edge is peer:
             log.info("[C%d] Edge router %s detached", conn.conn_id, conn.container_id)
         conn.edge = None
 
@@ -758,51 +771,55 @@ class EdgeHosts:
 
     # -- what the edge sends ------------------------------------------------------------
 
-    def received(self, link: InLink, data: bytes, now: float) -> list[Effect]:
-        """A message on an edge's heartbeat or lookup link."""
+    def received(self, link: InLink, data: bytes, now: float) -> tuple[bool, list[Effect]]:
+        """A message on an edge's heartbeat or lookup link: whether it is
+        taken (a lookup request that is not one is refused) and what it
+        makes the router do."""
         peer = self.peers.get(link.conn)
         if peer is None:
-            return []
+            return True, []
         if link is peer.heartbeat:
             peer.last_beat = now
-            return []
+            return True, []
         if link is peer.lookup:
             return self._lookup(peer, data)
-        return []
+        return True, []
 
-    def _lookup(self, peer: EdgePeer, data: bytes) -> list[Effect]:
+    def _lookup(self, peer: EdgePeer, data: bytes) -> tuple[bool, list[Effect]]:
         """Answer a link-route lookup: body ``[address, receiver]``, answer
-        ``[is_link_route, has_destinations]`` with a status."""
+        ``[is_link_route, has_destinations]`` with a status. A request that
+        is not one (no version or opcode this router knows, a bad body, no
+        reply-to) is refused with no answer, as qdrouterd refuses it."""
         try:
             sections = split_sections(data, "address lookup request")
         except PeerProtocolError as exc:
             log.error("Invalid address lookup request from %s: %s",
                       peer.conn.container_id, exc)
-            return []
+            return False, []
         props = sections.get(PROPERTIES)
         reply_to = props[4] if isinstance(props, list) and len(props) > 4 else None
         correlation = props[5] if isinstance(props, list) and len(props) > 5 else None
-        if not isinstance(reply_to, str):
-            log.error("Address lookup request from %s without reply-to dropped",
-                      peer.conn.container_id)
-            return []
         app = sections.get(APPLICATION_PROPERTIES)
         body = sections.get(VALUE)
-        status = LOOKUP_OK
-        answer = [False, False]
+        problem = None
         if not isinstance(app, dict) or app.get("version") != LOOKUP_VERSION:
-            status = LOOKUP_BAD_VERSION
+            problem = "no version or an unknown one"
         elif app.get("opcode") != LOOKUP_LINK_ROUTE:
-            status = LOOKUP_BAD_OPCODE
+            problem = "an unknown opcode"
         elif not isinstance(body, list) or len(body) < 2 or not isinstance(body[0], str) \
                 or not isinstance(body[1], bool):
-            status = LOOKUP_INVALID
-        else:
-            direction = Direction.IN if body[1] else Direction.OUT
-            is_route, has_destinations = self._link_route(body[0], direction)
-            answer = [is_route, has_destinations]
-            if not is_route:
-                status = LOOKUP_NOT_FOUND
+            problem = "a body that is not [address, receiver]"
+        elif not isinstance(reply_to, str):
+            problem = "no reply-to"
+        if problem is not None:
+            log.error("Invalid address lookup request from %s refused: %s",
+                      peer.conn.container_id, problem)
+            return False, []
+        assert isinstance(body, list) and isinstance(reply_to, str)
+        direction = Direction.IN if body[1] else Direction.OUT
+        is_route, has_destinations = self._link_route(body[0], direction)
+        answer = [is_route, has_destinations]
+        status = LOOKUP_OK if is_route else LOOKUP_NOT_FOUND
         self.lookups += 1
         reply = b"".join((
             encode_section(HEADER, [False], COMPACT),
@@ -812,7 +829,7 @@ class EdgeHosts:
                             "status": UInt(status)}, COMPACT),
             encode_section(VALUE, answer, COMPACT),
         ))
-        return [RouteMessage(data=reply)]
+        return True, [RouteMessage(data=reply)]
 
     # -- heartbeats -------------------------------------------------------------------
 

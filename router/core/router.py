@@ -79,6 +79,16 @@ NOT_FOUND = AttachRefused(condition="amqp:not-found", description="Node not foun
 NO_ROUTE = AttachRefused(
     condition="qd:no-route-to-dest", description="No route to the destination node"
 )
+SERVICE_TAKES_NO_RECEIVERS = AttachRefused(
+    condition="amqp:not-allowed",
+    description="The router's heartbeat and address lookup services take messages only",
+    null_terminus=True,
+)
+EDGES_ONLY = AttachRefused(
+    condition="amqp:unauthorized-access",
+    description="The address lookup service answers edge routers only",
+    null_terminus=True,
+)
 NO_COORDINATOR = AttachRefused(
     condition="amqp:precondition-failed",
     description=(
@@ -419,13 +429,17 @@ class Router:
         effects.extend(senders_changed(record))
         return effects
 
-    def service_received(self, link: InLink, data: bytes, now: float) -> list[Effect]:
-        """A message on one of the edge services' links (not a routed message)."""
+    def service_received(self, link: InLink, data: bytes,
+                         now: float) -> tuple[bool, list[Effect]]:
+        """A message on one of the edge services' links (not a routed
+        message): whether the router takes it (False: a request it refuses,
+        which its sender sees REJECTED, as qdrouterd's services do), and
+        what it makes the router do."""
         if self.uplink is not None:
-            return self.uplink.received(link, data)
+            return True, self.uplink.received(link, data)
         if self.edges is not None:
             return self.edges.received(link, data, now)
-        return []
+        return True, []
 
     # -- attach -----------------------------------------------------------
 
@@ -449,6 +463,15 @@ class Router:
                                              capabilities=capabilities, handle=handle, now=now)
             if isinstance(own, InLink):
                 return IncomingAccepted(link=own, address=address), effects
+        elif self.edges is not None and address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
+            # As qdrouterd's interior services: heartbeats from any
+            # connection (it is closed when they stop), lookups from edges
+            # only (docs/networks.md#edge-routers).
+            if address == LOOKUP_ADDRESS:
+                return EDGES_ONLY, []
+            peer = self.edges.watch(conn, now)
+            return IncomingAccepted(link=self.edges.service_attached(
+                peer, address, name=name, handle=handle), address=address), []
         if dynamic:
             address = f"amqp:/_$temp.{self._token()}"
         if not address:
@@ -504,6 +527,8 @@ class Router:
                                              capabilities=capabilities, handle=handle, now=now)
             if isinstance(own, OutLink):
                 return OutgoingAccepted(link=own, address=address), effects
+        if self.edges is not None and address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
+            return SERVICE_TAKES_NO_RECEIVERS, []
         if dynamic:
             address = f"amqp:/_edge/{self.router_id}/temp.{self._token()}" if self.edge_mode \
                 else f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
@@ -580,7 +605,7 @@ class Router:
                 effects.extend(self._sender_added(record))
         if self.uplink is not None:
             effects.extend(self.uplink.detached(link))
-        elif self.edges is not None and link.conn.edge is not None:
+        elif self.edges is not None and link.conn in self.edges.peers:
             self.edges.detached(link)
             if isinstance(link, OutLink):
                 effects.extend(self._downlink_gone(link, now))
@@ -602,11 +627,10 @@ class Router:
             effects.extend(self.link_detached(link, now))
         if self.network is not None:
             effects.extend(self.network.link_lost(conn, now))
-        if conn.role is Role.EDGE:
-            if self.uplink is not None:
-                effects.extend(self.uplink.closed(conn, now))
-            elif self.edges is not None:
-                self.edges.closed(conn)
+        if conn.role is Role.EDGE and self.uplink is not None:
+            effects.extend(self.uplink.closed(conn, now))
+        elif self.edges is not None:
+            self.edges.closed(conn)
         effects.extend(self.link_routing.connection_closed(conn, now))
         if conn.role is Role.ROUTE_CONTAINER:
             effects.extend(self.auto_links.connection_closed(conn))

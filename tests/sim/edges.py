@@ -251,5 +251,5 @@ class EdgeNetwork:
         side = self._far[effect.link.conn]
         self.carried["SendOnLink to " + ("interior" if side.router is self.interior
                                          else "edge")] += 1
-        self.queue.extend((side.router, e)
-                          for e in side.router.service_received(far, effect.data, self.now))
+        _, effects = side.router.service_received(far, effect.data, self.now)
+        self.queue.extend((side.router, e) for e in effects)

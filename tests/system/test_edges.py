@@ -332,6 +332,41 @@ def test_an_interior_closes_an_edge_connection_whose_heartbeats_stop(
              "the interior's log line")
 
 
+def test_a_client_heartbeat_is_accepted_and_its_silence_closes_it_as_an_edges_would(
+        start_router: StartRouter) -> None:
+    """The interior's heartbeat service takes any connection's sender, as
+    qdrouterd's does, and settles each heartbeat it is sent unsettled."""
+    net = start_network(start_router, {"I": []})
+    client = BlockingConnection(net.url("I"), timeout=20)
+    beat = send_async(client.create_sender("_$qd.edge_heartbeat"), 1)
+    wait_all([client], lambda: beat.settled, what="the heartbeat's outcome")
+    assert beat.remote_state == Delivery.ACCEPTED
+    with pytest.raises(Exception):  # noqa: B017 - the router closes the connection
+        client.wait(lambda: False, timeout=20, msg="the interior to close the connection")
+    wait_for(lambda: "Lost heartbeat from container" in net["I"].log_text(), 5,
+             "the interior's log line")
+
+
+def test_an_edge_connection_lookup_is_answered_and_a_bad_request_rejected(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, {"I": []})
+    client = BlockingConnection(f"amqp://127.0.0.1:{net.edge_port('I')}", timeout=20)
+    replies = client.create_receiver(None, dynamic=True, credit=10)
+    sender = client.create_sender("_$qd.addr_lookup")
+    request = Message(body=["some.address", True], reply_to=replies.remote_source.address,
+                      correlation_id=7, properties={"version": 1, "opcode": 1})
+    asked = sender.link.send(request)
+    answer = replies.receive(timeout=10)  # the router's answers come pre-settled
+    wait_all([client], lambda: asked.settled, what="the request's outcome")
+    assert asked.remote_state == Delivery.ACCEPTED
+    assert answer.correlation_id == 7 and answer.properties["status"] == 3  # not found
+    assert answer.body == [False, False]
+    bad = sender.link.send(Message(body=[71], properties={"version": 1, "opcode": 1}))
+    wait_all([client], lambda: bad.settled, what="the bad request's outcome")
+    assert bad.remote_state == Delivery.REJECTED
+    client.close()
+
+
 def test_hopstat_and_hopmanage_show_edges_through_their_interior(
         start_router: StartRouter) -> None:
     net = edges(start_router)

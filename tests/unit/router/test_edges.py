@@ -15,6 +15,7 @@ from autolink import AutoLinkSpec
 from linkroute import LinkRouteSpec
 from router.core import (
     AttachOwnLink,
+    AttachRefused,
     BlockSender,
     CloseConnection,
     Connection,
@@ -221,14 +222,14 @@ def test_a_producer_is_fed_through_the_uplink_only_when_the_interior_says_so() -
     assert isinstance(out, OutLink) and attach.target == "orders"
     record = router.records["M0orders"]
     assert record.remotes == []  # not a destination yet
-    effects = router.service_received(uplink.tracking, encode_tracking("M0orders", True), 1.0)
+    effects = took(router, uplink.tracking, encode_tracking("M0orders", True), 1.0)
     assert effects == [UnblockSender(link=sender)]
     assert [type(t) for t in record.remotes] == [UplinkTarget]
-    effects = router.service_received(uplink.tracking, encode_tracking("M0orders", False), 2.0)
+    effects = took(router, uplink.tracking, encode_tracking("M0orders", False), 2.0)
     assert effects == [BlockSender(link=sender)]
     # An answer for an address the edge does not produce to, or garbage, is ignored.
-    assert router.service_received(uplink.tracking, encode_tracking("M0other", True), 3) == []
-    assert router.service_received(uplink.tracking, b"\x00garbage", 3.0) == []
+    assert took(router, uplink.tracking, encode_tracking("M0other", True), 3) == []
+    assert took(router, uplink.tracking, b"\x00garbage", 3.0) == []
     # The producer leaves: its uplink link goes.
     effects = router.link_detached(sender)
     assert DetachOwnLink(link=out) in effects
@@ -345,6 +346,13 @@ def lookup_request(address: str, receiver: bool, *, version: int = 1, opcode: in
     ))
 
 
+def took(router: Router, link: InLink, data: bytes, now: float) -> list[Effect]:
+    """The effects of a service message the router takes."""
+    accepted, effects = router.service_received(link, data, now)
+    assert accepted
+    return effects
+
+
 def answer(effects: Sequence[object]) -> tuple[dict[object, object], object, object]:
     (reply,) = effects
     assert isinstance(reply, RouteMessage)
@@ -364,20 +372,18 @@ def test_an_edge_lookup_says_whether_an_address_is_link_routed_with_destinations
     decision, _ = router.incoming_link_attached(e1, name="l", address=LOOKUP_ADDRESS)
     assert isinstance(decision, IncomingAccepted) and decision.link.control
     lookup = decision.link
-    app, body, _ = answer(router.service_received(lookup, lookup_request("broker.q", True), 0))
+    app, body, _ = answer(took(router, lookup, lookup_request("broker.q", True), 0))
     assert app["status"] == 0 and body == [True, False]
     rabbit = Connection(ConnectionId(77), role=Role.ROUTE_CONTAINER, name="rabbit")
     router.connection_opened(rabbit, now=0.0)
-    app, body, _ = answer(router.service_received(lookup, lookup_request("broker.q", False), 0))
+    app, body, _ = answer(took(router, lookup, lookup_request("broker.q", False), 0))
     assert app["status"] == 0 and body == [True, True]
-    app, body, _ = answer(router.service_received(lookup, lookup_request("plain.q", True), 0))
+    app, body, _ = answer(took(router, lookup, lookup_request("plain.q", True), 0))
     assert app["status"] == 3 and body == [False, False]
-    app, _, _ = answer(router.service_received(lookup, lookup_request("x", True, version=9), 0))
-    assert app["status"] == 1
-    app, _, _ = answer(router.service_received(lookup, lookup_request("x", True, opcode=5), 0))
-    assert app["status"] == 2
-    assert router.service_received(lookup, lookup_request("x", True, reply_to=None), 0) == []
-    assert router.service_received(lookup, b"\x00\x53\x77", 0) == []
+    # What is not a request is refused (REJECTED), unanswered, as qdrouterd does.
+    for bad in (lookup_request("x", True, version=9), lookup_request("x", True, opcode=5),
+                lookup_request("x", True, reply_to=None), b"\x00\x53\x77"):
+        assert router.service_received(lookup, bad, 0) == (False, [])
 
 
 def test_an_edge_whose_heartbeats_stop_is_closed() -> None:
@@ -400,6 +406,35 @@ def test_an_edge_whose_heartbeats_stop_is_closed() -> None:
     router.connection_closed(e1)
     router.connection_closed(e2)
     assert router.edges.peers == {}
+
+
+def test_any_client_may_send_heartbeats_to_an_interior_and_is_closed_when_they_stop() -> None:
+    """As qdrouterd's heartbeat service: not only edge routers."""
+    router = interior_router()
+    client = conn(Role.NORMAL, "app")
+    router.connection_opened(client, now=0.0)
+    decision, _ = router.incoming_link_attached(client, name="h", address=HEARTBEAT_ADDRESS)
+    assert isinstance(decision, IncomingAccepted) and decision.link.control
+    assert client.edge is None  # watched, not an edge
+    took(router, decision.link, encode_heartbeat(1), 2.0)
+    assert [e for e in router.tick(10.0) if isinstance(e, CloseConnection)] == []
+    closing = [e for e in router.tick(12.0) if isinstance(e, CloseConnection)]
+    assert closing == [CloseConnection(conn=client,
+                                       description="Lost heartbeat from container app")]
+    router.connection_closed(client)
+    assert router.edges is not None and router.edges.peers == {}
+
+
+def test_the_lookup_service_answers_edges_only_and_the_services_take_no_receivers() -> None:
+    router = interior_router()
+    client = conn(Role.NORMAL, "app")
+    router.connection_opened(client, now=0.0)
+    refused, _ = router.incoming_link_attached(client, name="l", address=LOOKUP_ADDRESS)
+    assert isinstance(refused, AttachRefused) and refused.null_terminus
+    assert refused.condition == "amqp:unauthorized-access"
+    for address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
+        answer, _ = router.outgoing_link_attached(client, name="r", address=address)
+        assert isinstance(answer, AttachRefused) and answer.condition == "amqp:not-allowed"
 
 
 # -- the edge: link-route lookups --------------------------------------------------------
@@ -438,15 +473,15 @@ def test_an_edge_asks_its_interior_about_link_routes_and_relays_the_answer() -> 
     assert isinstance(app, dict) and app["version"] == 1 and app["opcode"] == 1
     props = sections[PROPERTIES]
     assert isinstance(props, list) and props[4] == "amqp:/_topo/0/I/temp.reply"
-    assert router.service_received(replies, lookup_reply(request.data, 0, [True, True]), 1) == [
+    assert took(router, replies, lookup_reply(request.data, 0, [True, True]), 1) == [
         LookupAnswered(handle="attach-1", link_route=True, destinations=True)]
     # An answer nobody waits for, a "not found" and garbage.
-    assert router.service_received(replies, lookup_reply(request.data, 0, [True, True]), 1) == []
+    assert took(router, replies, lookup_reply(request.data, 0, [True, True]), 1) == []
     (second,) = router.edge_lookup("attach-2", "plain", False, 1.0) or []
     assert isinstance(second, SendOnLink)
-    assert router.service_received(replies, lookup_reply(second.data, 3, [False, False]), 1) == [
+    assert took(router, replies, lookup_reply(second.data, 3, [False, False]), 1) == [
         LookupAnswered(handle="attach-2", link_route=False, destinations=False)]
-    assert router.service_received(replies, b"\x00\x53\x70\x45", 1.0) == []
+    assert took(router, replies, b"\x00\x53\x70\x45", 1.0) == []
 
 
 def test_an_unanswered_lookup_times_out_and_a_lost_uplink_answers_all() -> None:
