@@ -7,7 +7,7 @@ in one ``ConfError``.  Must not import the router, proton or click.
 """
 
 from addressing import Direction, Distribution
-from conf.build import build_section, section_attributes
+from conf.build import build_section, role_problem, section_attributes
 from conf.connections import (
     LINK_CAPACITY,
     RETRY_DROPPED_S,
@@ -105,5 +105,6 @@ __all__ = [
     "parse_boolean",
     "port_number",
     "render",
+    "role_problem",
     "section_attributes",
 ]

@@ -222,27 +222,35 @@ def _check_unique(entity: EntityType, typed: list[_Typed], sink: DiagnosticSink)
                 first[value] = item
 
 
+def role_problem(mode: RouterMode, section: ListenerSection | ConnectorSection) -> str | None:
+    """Why a listener's or connector's role does not fit the router's mode
+    (prefixed with its kind), or None: checked in a file and for a
+    management CREATE alike."""
+    kind = "listener" if isinstance(section, ListenerSection) else "connector"
+    role = section.role
+    message = None
+    if mode is RouterMode.STANDALONE and role in (Role.INTER_ROUTER, Role.EDGE):
+        message = (
+            f"role {role.value!r} is not allowed with router mode 'standalone': "
+            "a standalone router does not connect to or accept connections from other routers"
+        )
+    elif role is Role.INTER_ROUTER and mode is not RouterMode.INTERIOR:
+        message = (
+            f"role 'inter-router' is only allowed with router mode 'interior', "
+            f"not {mode.value!r}"
+        )
+    elif role is Role.EDGE and mode is RouterMode.EDGE and kind == "listener":
+        message = "a listener with role 'edge' is only allowed with router mode 'interior'"
+    return None if message is None else f"{kind}: {message}"
+
+
 def _check_roles(mode: RouterMode, typed: list[_Typed], sink: DiagnosticSink) -> None:
     for item in typed:
         section = item.section
         assert isinstance(section, ListenerSection | ConnectorSection)
-        kind = "listener" if isinstance(section, ListenerSection) else "connector"
-        role = section.role
-        message = None
-        if mode is RouterMode.STANDALONE and role in (Role.INTER_ROUTER, Role.EDGE):
-            message = (
-                f"role {role.value!r} is not allowed with router mode 'standalone': "
-                "a standalone router does not connect to or accept connections from other routers"
-            )
-        elif role is Role.INTER_ROUTER and mode is not RouterMode.INTERIOR:
-            message = (
-                f"role 'inter-router' is only allowed with router mode 'interior', "
-                f"not {mode.value!r}"
-            )
-        elif role is Role.EDGE and mode is RouterMode.EDGE and kind == "listener":
-            message = "a listener with role 'edge' is only allowed with router mode 'interior'"
+        message = role_problem(mode, section)
         if message is not None:
-            sink.error(item.at("role"), f"{kind}: {message}")
+            sink.error(item.at("role"), message)
 
 
 def _check_references(

@@ -164,8 +164,10 @@ class Listeners(ReadOnly):
             identity = f"listener/{listener.host}:{listener.port}"
             if listener.settings.name:
                 identity += f":{listener.settings.name}"
+            # ``host`` as given ("" for every interface), as qdrouterd shows it.
             row.update(identity=identity, name=listener.settings.name or identity,
-                       host=listener.host, port=str(listener.port))
+                       host=section.host or "" if section is not None else listener.host,
+                       port=str(listener.port))
             rows.append((row, listener))
         return rows
 
@@ -176,6 +178,9 @@ class Listeners(ReadOnly):
         section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
         certificates = self._certificates
+        problem = conf.role_problem(certificates.router_section.mode, section)
+        if problem is not None:
+            raise ManagementError(400, problem)
         try:
             settings = listener_settings(section, certificates.profiles,
                                          certificates.router_section)
@@ -243,6 +248,9 @@ class Connectors(ReadOnly):
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         section = section_from("connector", name, attributes)
         assert isinstance(section, conf.ConnectorSection)
+        problem = conf.role_problem(self._certificates.router_section.mode, section)
+        if problem is not None:
+            raise ManagementError(400, problem)
         try:
             settings = connector_settings(section, self._certificates.profiles)
         except (TlsError, SaslError) as error:

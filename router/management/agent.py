@@ -155,6 +155,16 @@ _MANAGEMENT = SCHEMA.types["management"]
 _SELF = "self"
 _MAX_COUNT = 2**31 - 1
 
+#: Entity types a QUERY lists only when it names them, as qdrouterd's agent
+#: does (its routing core answers for them, its Python agent for a QUERY
+#: without a type): connections, links, addresses and the routing
+#: configuration can run to many thousands of rows.
+_ASKED_BY_TYPE_ONLY = frozenset({
+    "connection", "router.address", "router.link", "router.config.address",
+    "router.config.linkRoute", "router.config.autoLink", "router.config.exchange",
+    "router.config.binding", "router.connection.linkRoute",
+})
+
 
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str):
@@ -457,6 +467,8 @@ class Agent:
                                        f"{_kind(body)}")
         requested: Any = (body or {}).get("attributeNames")
         types = self._types_under(selected)
+        if selected is None:
+            types = [t for t in types if t.name not in _ASKED_BY_TYPE_ONLY]
         if requested is None or requested == []:
             names = self._default_names(selected, types)
             explicit = False

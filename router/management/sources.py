@@ -265,7 +265,7 @@ class RouterNodes(ReadOnly):
                 linkState=[peer for peer, _ in node.peers],
                 nextHop=None if node.is_self or node.next_hop == node.id else node.next_hop,
                 validOrigins=list(node.valid_origins),
-                address=f"amqp:/_topo/0/{node.id}/$management",
+                address=f"amqp:/_topo/0/{node.id}",
                 routerLink=None if node.link_id is None else str(node.link_id),
                 cost=node.cost,
                 lastTopoChange=None if node.last_topology_change is None

@@ -331,7 +331,7 @@ class NodeStatistics:
     linkState: list[str] = items("the router's neighbours")
     nextHop: str | None = text("neighbour through which the router is reached (null: a neighbour)")
     validOrigins: list[str] = items("routers whose multicast this router forwards to it")
-    address: str = text("the router's management address")
+    address: str = text("the address of the router (its agent: this address and /$management)")
     routerLink: str | None = text("identity of the inter-router link to a neighbour")
     cost: int | None = integer("cost of the path to the router")
     lastTopoChange: int | None = integer("epoch seconds of the last topology change")

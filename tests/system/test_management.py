@@ -197,8 +197,9 @@ def test_another_routers_agent_is_reached_through_the_network(
         [router] = remote.query("router", "id")
         assert router == {"id": "B"}
         nodes = {row["id"]: row for row in remote.query("router.node", "id", "nextHop",
-                                                        "cost")}
+                                                        "cost", "address")}
         assert nodes["A"]["cost"] == 1 and nodes["A"]["nextHop"] is None
+        assert nodes["A"]["address"] == "amqp:/_topo/0/A"  # as qdrouterd: the router's own
     finally:
         remote.close()
     local = Management(net.url("A"))

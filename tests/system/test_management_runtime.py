@@ -19,7 +19,7 @@ from tests.system.clients import connect, pump, send_async, send_settled, wait_a
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
 from tests.system.mgmt import PREFIX, Management
-from tests.system.rabbitmq import RabbitMQ
+from tests.system.rabbitmq import RabbitMQ, free_port
 
 
 @pytest.fixture
@@ -81,6 +81,29 @@ def test_creating_a_listener_on_a_busy_port_is_refused(hop: Hop, mgmt: Managemen
     assert status == 400
     assert description.startswith(f"Cannot listen on 127.0.0.1:{hop.ports[0]}: ")
     assert mgmt.query("listener", "name") == [{"name": f"listener/127.0.0.1:{hop.ports[0]}"}]
+
+
+def test_a_listener_created_without_a_host_shows_the_host_as_given(
+        hop: Hop, mgmt: Management) -> None:
+    """"" (every interface), as qdrouterd shows it; it listens on all of them."""
+    status, _, row = mgmt.request({"port": "0", "saslMechanisms": "ANONYMOUS"},
+                                  operation="CREATE", type=PREFIX + "listener", name="any")
+    assert status == 201 and row["host"] == ""
+    hop.wait_log(rf"Listening on 0\.0\.0\.0:{row['port']} \(any\)")
+
+
+@pytest.mark.parametrize("kind", ["listener", "connector"])
+def test_a_standalone_router_refuses_to_create_an_inter_router_listener_or_connector(
+        hop: Hop, mgmt: Management, kind: str) -> None:
+    """Checked as a conf file is (qdrouterd refuses it too)."""
+    status, description, _ = mgmt.request(
+        {"host": "127.0.0.1", "port": str(free_port()), "role": "inter-router"},
+        operation="CREATE", type=PREFIX + kind, name="bad")
+    assert status == 400
+    assert description == (f"{kind}: role 'inter-router' is not allowed with router mode "
+                           "'standalone': a standalone router does not connect to or accept "
+                           "connections from other routers")
+    assert [r for r in mgmt.query(kind, "name") if r["name"] == "bad"] == []
 
 
 def test_a_created_connector_connects_and_a_deleted_one_closes(

@@ -170,7 +170,9 @@ class NodeTracker:
         return last is not None and now - last <= self.flux_interval_s
 
     def node_table(self, mobile_seq: int) -> tuple[NodeRecord, ...]:
-        """The local router (with our ``mobile_seq``) first, then every known router by index."""
+        """The local router (with our ``mobile_seq``) first, then every router
+        this one has a route to, by index: as with qdrouterd, a router is
+        listed once messages (management requests included) can reach it."""
         own = NodeRecord(
             id=self.router_id, index=0, is_self=True, protocol_version=None,
             instance=self.instance, peers=tuple(sorted(self.peers.items())), ls_seq=self.ls_seq,
@@ -180,13 +182,14 @@ class NodeTracker:
         records = [own]
         for node in sorted(self.nodes.values(), key=lambda n: n.index):
             route = self.routes.routes.get(node.id)
+            if route is None:
+                continue
             records.append(NodeRecord(
                 id=node.id, index=node.index, is_self=False, protocol_version=node.version,
                 instance=node.instance, peers=tuple(sorted(node.peers.items())),
                 ls_seq=node.ls_seq, mobile_seq=node.mobile_seq,
-                next_hop=None if route is None else route.next_hop, link_id=node.link_id,
-                cost=None if route is None else route.cost,
-                valid_origins=() if route is None else tuple(sorted(route.valid_origins)),
+                next_hop=route.next_hop, link_id=node.link_id, cost=route.cost,
+                valid_origins=tuple(sorted(route.valid_origins)),
             ))
         return tuple(records)
 

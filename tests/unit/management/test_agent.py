@@ -145,3 +145,16 @@ def test_a_query_may_name_the_entity_type_queried_as_its_type() -> None:
     assert by_type.status == 200 and by_type.body == by_node.body
     assert [row[by_type.body["attributeNames"].index("name")]  # type: ignore[index]
             for row in by_type.body["results"]] == ["t0", "t1", "t2"]  # type: ignore[index]
+
+
+def test_a_query_without_a_type_leaves_out_what_only_a_typed_query_lists() -> None:
+    """As qdrouterd: links, addresses and the routing configuration only
+    when asked for by type."""
+    a = agent()
+    call(a, {"prefix": "p"}, operation="CREATE", type=ADDRESS, name="a0")
+    typeless = call(a, {"attributeNames": ["type", "name"]}, operation="QUERY", **NODE)
+    assert typeless.status == 200
+    listed = {row[0] for row in typeless.body["results"]}  # type: ignore[index]
+    assert ADDRESS not in listed and PREFIX + "router.address" not in listed
+    typed = call(a, {"attributeNames": ["name"]}, operation="QUERY", entityType=ADDRESS, **NODE)
+    assert typed.body["results"] == [["a0"]]  # type: ignore[index]

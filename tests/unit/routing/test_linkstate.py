@@ -176,9 +176,15 @@ def test_deleted_router_gets_its_index_back() -> None:
     p = neighbor_b()
     p.control_received(LinkStateRequest(id="Z"), None, 0.1)
     ticks(p, 1.0, 5.0)
-    assert [r.index for r in p.node_table()] == [0, 1]
+    assert {n.id: n.index for n in p._nodes.nodes.values()} == {"B": 1}
     p.control_received(LinkStateRequest(id="Y"), None, 5.5)
-    assert [(r.id, r.index) for r in p.node_table()] == [("A", 0), ("B", 1), ("Y", 2)]
+    assert {n.id: n.index for n in p._nodes.nodes.values()} == {"B": 1, "Y": 2}
+
+
+def test_the_node_table_lists_a_router_only_once_it_has_a_route() -> None:
+    p = neighbor_b()
+    p.control_received(ra("C", ls_seq=1), None, 0.5)
+    assert "C" not in {r.id for r in p.node_table()}
 
 
 def test_protocol_version_above_ours_is_ignored_and_logged_once(
