@@ -411,16 +411,26 @@ class Logs(ReadOnly):
         current = logs.current()
         rows: list[Row] = []
         for module in logs.MODULES:
-            spec = current.get(module)
-            rows.append({
+            spec = current.get(module) or logs.LogSpec(module=module)
+            row: Row = {
                 "identity": f"log/{module}",
                 "name": f"log/{module}",
                 "module": module,
-                "enable": spec.enable if spec else ("info+" if module == "DEFAULT" else None),
-                "includeTimestamp": spec.include_timestamp if spec else None,
-                "includeSource": spec.include_source if spec else None,
-                "outputFile": spec.output if spec else None,
-            })
+                "enable": spec.enable,
+                "includeTimestamp": spec.include_timestamp,
+                "includeSource": spec.include_source,
+                "outputFile": spec.output,
+            }
+            if module == "DEFAULT":
+                # What the other modules inherit: the defaults where unset,
+                # as qdrouterd shows them.
+                for key, value in (("enable", conf.DEFAULT_LOG_ENABLE),
+                                   ("includeTimestamp", conf.DEFAULT_LOG_TIMESTAMP),
+                                   ("includeSource", conf.DEFAULT_LOG_SOURCE),
+                                   ("outputFile", conf.DEFAULT_LOG_OUTPUT)):
+                    if row[key] is None:
+                        row[key] = value
+            rows.append(row)
         return rows
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:

@@ -109,6 +109,19 @@ def test_created_address_changes_the_distribution_of_new_links(hop: Hop,
     conn.close()
 
 
+def test_the_default_log_shows_what_the_other_modules_inherit(hop: Hop,
+                                                               mgmt: Management) -> None:
+    """As qdrouterd: the DEFAULT module's unset settings read as their defaults;
+    another module's unset ones stay unset (it inherits)."""
+    status, _, default = mgmt.request(operation="READ", type=PREFIX + "log",
+                                      name="log/DEFAULT")
+    assert status == 200
+    assert (default["includeTimestamp"], default["includeSource"]) == (True, False)
+    assert default["enable"] and default["outputFile"]
+    _, _, core = mgmt.request(operation="READ", type=PREFIX + "log", name="log/ROUTER_CORE")
+    assert core["includeTimestamp"] is None
+
+
 def test_log_level_update_takes_effect(hop: Hop, mgmt: Management) -> None:
     status, _, row = mgmt.request({"enable": "trace+"}, operation="UPDATE",
                                   type=PREFIX + "log", name="log/ROUTER_CORE")
