@@ -58,6 +58,7 @@ from router.adapter.transports import Transports
 from router.adapter.trunks import Trunks
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
+from router.core.watch import Watch
 from router.service import ServiceError
 
 __all__ = ["Assembled", "assemble", "bind", "build_engine", "discovery_settings",
@@ -90,7 +91,8 @@ def build_engine(*, core: Router, router_id: str,
                  vhost_sections: dict[str, conf.VhostSection] | None = None,
                  tls_profiles: dict[str, TlsProfile] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 shutdown_grace_s: float = 0.0, management: bool = True) -> Engine:
+                 shutdown_grace_s: float = 0.0, management: bool = True,
+                 stuck_s: float | None = None) -> Engine:
     """Build every part of the adapter around ``core`` and wire them.
 
     Listeners are opened afterwards (``bind``), and a peer group joined
@@ -133,7 +135,8 @@ def build_engine(*, core: Router, router_id: str,
                     relay=relay, links=links, own=own, opening=opening, attaching=attaching,
                     effects=effects, connectors=connector_part, policy=policy,
                     management=node)
-    for part in (Sweep(transports), listeners, connector_part, group, http, trunks,
+    watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
+    for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
                  CoreTimers(core, effects.apply)):
         loop.add_part(part)
     return Engine(router=core, loop=loop, transports=transports, events=events,
@@ -152,6 +155,10 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener
     """Open every listening socket; raises OSError if one cannot listen."""
     return [engine.listeners.listen(settings) for settings in listeners]
 
+
+#: With qdrouterd's test hooks (``-T``): the age of a stuck delivery and of a
+#: blocked link, as qdrouterd's.
+TEST_HOOKS_STUCK_S = 3.0
 
 _S = TypeVar("_S", conf.ListenerSection, conf.ConnectorSection)
 _T = TypeVar("_T", ListenerSettings, ConnectorSettings)
@@ -185,13 +192,14 @@ def _refusing(sections: Iterable[_S], kind: str, settings: Callable[[_S], _T],
 
 
 def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
-             tls_errors_stop: bool = True) -> Assembled:
+             tls_errors_stop: bool = True, test_hooks: bool = False) -> Assembled:
     """Build the router ``cfg`` describes, open its listeners, join its group.
 
     ``tls_errors_stop`` False is qdrouterd's way with TLS: an sslProfile that
     does not load is logged instead of stopping the start-up; a listener
     naming it closes every connection, a connector naming it fails every attempt
-    (docs/security.md#tls).
+    (docs/security.md#tls). ``test_hooks`` (hopd's ``-T``, as qdrouterd's)
+    flags stuck deliveries and blocked links after 3 s instead of 10.
 
     Raises:
         ServiceError: a listener cannot listen (status 1), the peer group cannot
@@ -238,7 +246,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     engine = build_engine(core=core, router_id=router_id, connectors=connectors,
                           section=cfg.router, policy=policy, policy_section=cfg.policy,
                           vhost_sections=sections, tls_profiles=profiles,
-                          shutdown_grace_s=shutdown_grace_s)
+                          shutdown_grace_s=shutdown_grace_s,
+                          stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:

@@ -68,6 +68,8 @@ class ServiceOptions:
     shutdown_grace_s: float = DEFAULT_GRACE_S
     #: False: an sslProfile that does not load is logged, as qdrouterd does.
     tls_errors_stop: bool = True
+    #: qdrouterd's ``-T``: stuck deliveries and blocked links after 3 s.
+    test_hooks: bool = False
 
 
 def serve(cfg: conf.RouterConf, source: str,
@@ -97,7 +99,8 @@ def serve(cfg: conf.RouterConf, source: str,
         daemon.detach()
     try:
         assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s,
-                             tls_errors_stop=options.tls_errors_stop)
+                             tls_errors_stop=options.tls_errors_stop,
+                             test_hooks=options.test_hooks)
     except service.ServiceError as exc:
         return fail(str(exc), exc.status)
     engine, router_id, bound = assembled.engine, assembled.router_id, assembled.bound
@@ -173,8 +176,8 @@ def _reopen_logs() -> None:
 @click.option("-I", "--include", "include", multiple=True, metavar="DIR",
               help="Accepted for compatibility with qdrouterd; has no effect.")
 @click.option("-T", "--test-hooks", "test_hooks", is_flag=True,
-              help="Accepted for compatibility with qdrouterd (its internal test "
-                   "hooks); has no effect.")
+              help="qdrouterd's test hooks: stuck deliveries and blocked links are "
+                   "flagged after 3 s instead of 10.")
 @click.option("--shutdown-grace", "shutdown_grace_s", type=click.FloatRange(min=0),
               default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
               help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
@@ -218,5 +221,5 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
                              user=user, shutdown_grace_s=shutdown_grace_s,
-                             tls_errors_stop=tls_errors == "stop")
+                             tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks)
     sys.exit(serve(cfg, source, options))

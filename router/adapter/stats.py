@@ -136,7 +136,9 @@ class RouterStats:
             modifiedDeliveries=totals["modified"],
             deliveriesDelayed1Sec=totals["delayed1"],
             deliveriesDelayed10Sec=totals["delayed10"],
-            deliveriesStuck=totals["stuck"],
+            deliveriesStuck=sum(link.stuck_now for conn in conns
+                                for links in (conn.in_links, conn.out_links)
+                                for link in links.values()),
             deliveriesIngress=totals["ingress"],
             deliveriesEgress=totals["egress"],
             deliveriesTransit=sum(r.transit for r in core.records.values()),

@@ -25,11 +25,13 @@ class Sweep:
 
     Args:
         transports: the connections to tick.
+        watch: the ages it looks for (default: 10 s for stuck deliveries and
+            blocked links).
     """
 
-    def __init__(self, transports: Transports) -> None:
+    def __init__(self, transports: Transports, watch: Watch | None = None) -> None:
         self.transports = transports
-        self.watch = Watch()
+        self.watch = watch or Watch()
         self._next_tick = 0.0
 
     def next_due(self) -> float | None:

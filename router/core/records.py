@@ -200,6 +200,7 @@ class InLink:
         "record",
         "router_link",
         "stuck",
+        "stuck_now",
         "transit",
         "unsettled",
         "user_id",
@@ -258,6 +259,8 @@ class InLink:
         self.delayed1 = 0
         self.delayed10 = 0
         self.stuck = 0
+        #: Of its deliveries, those flagged stuck that are still unsettled.
+        self.stuck_now = 0
         # Inter-router links: ``router_link`` is the connection's RouterLink;
         # ``control`` marks the router-control link; ``transit`` links get
         # their credit back as soon as a delivery is forwarded (docs/routing.md#credit).
@@ -306,6 +309,7 @@ class OutLink:
         "starved",
         "starved_since",
         "stuck",
+        "stuck_now",
         "unsettled",
         "watched",
     )
@@ -350,6 +354,8 @@ class OutLink:
         self.delayed1 = 0
         self.delayed10 = 0
         self.stuck = 0
+        #: Of its deliveries, those flagged stuck that are still unsettled.
+        self.stuck_now = 0
         self.starved_since: float | None = None
         self.starved = False
 
@@ -596,7 +602,7 @@ def count_outcome(link: InLink | OutLink | RoutedEnd, state: int) -> None:
 
 #: The router-wide delivery totals ``tally`` adds to (management's ``router`` entity).
 TALLY_KEYS = ("accepted", "rejected", "released", "modified", "presettled", "ingress",
-              "egress", "ingress_rc", "egress_rc", "delayed1", "delayed10", "stuck")
+              "egress", "ingress_rc", "egress_rc", "delayed1", "delayed10")
 
 
 def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
@@ -614,7 +620,6 @@ def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
         totals["ingress"] += link.delivered
         totals["delayed1"] += link.delayed1
         totals["delayed10"] += link.delayed10
-        totals["stuck"] += link.stuck
         if container:
             totals["ingress_rc"] += link.delivered
     else:

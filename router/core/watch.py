@@ -5,7 +5,8 @@ Owns the ages behind ``deliveriesDelayed1Sec``, ``deliveriesDelayed10Sec``,
 sweep, once a second, notes the unsettled deliveries it has not seen before
 with the time it first saw them, counts those that went since the last
 sweep as delayed by their age, and flags those unsettled for longer than
-the stuck threshold, once each.  Ages are therefore known to within one
+the stuck threshold, once each; ``stuck_now`` counts the flagged ones until
+they are settled, as qdrouterd's ``deliveriesStuck`` does.  Ages are therefore known to within one
 sweep interval: a delivery counts as delayed when its estimated age
 (the time between the sweep that first saw it and the last sweep that
 still saw it, plus one interval) exceeds 1 s or 10 s.
@@ -75,7 +76,9 @@ class Watch:
         if isinstance(link, OutLink):
             current.update(t for _, t in link.queue if t is not None)
         for entry in watched.keys() - current:
-            first, _ = watched.pop(entry)
+            first, flagged = watched.pop(entry)
+            if flagged:
+                link.stuck_now -= 1
             if last is None:
                 continue
             age = last - first + interval
@@ -92,6 +95,7 @@ class Watch:
                 watched[entry] = (seen[0], True)
                 newly += 1
         link.stuck += newly
+        link.stuck_now += newly
         return newly
 
     def _starved(self, link: OutLink, now: float) -> bool:

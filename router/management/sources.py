@@ -95,7 +95,7 @@ def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
         modifiedCount=modified,
         deliveriesDelayed1Sec=link.delayed1,
         deliveriesDelayed10Sec=link.delayed10,
-        deliveriesStuck=link.stuck,
+        deliveriesStuck=link.stuck_now,
         creditAvailable=None if isinstance(link, InLink) else link.credit,
         zeroCreditSeconds=0 if isinstance(link, InLink)
         else Watch.zero_credit_seconds(link, now),

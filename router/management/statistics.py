@@ -181,12 +181,11 @@ class RouterStatistics:
     deliveriesDelayed10Sec: int = counter(
         "deliveries settled after more than 10 s in the router",
         metric="qdr_deliveries_delayed_10sec_total", help="router deliveriesDelayed10Sec")
-    # A count of deliveries found unsettled for 10 s, each counted once: a
-    # counter, where qdrouterd's /metrics calls its series a gauge
-    # (docs/compatibility.md).
-    deliveriesStuck: int = counter("deliveries unsettled for more than 10 s",
-                                   metric="qdr_deliveries_stuck_total",
-                                   help="router deliveriesStuck")
+    # Deliveries unsettled for more than 10 s now, those of every link (a
+    # message held between a producer and a consumer is two), as qdrouterd.
+    deliveriesStuck: int = gauge("deliveries unsettled for more than 10 s, now",
+                                 metric="qdr_deliveries_stuck",
+                                 help="router deliveriesStuck")
     deliveriesIngress: int = counter("deliveries received from producers",
                                      metric="qdr_deliveries_ingress_total",
                                      help="router deliveriesIngress")

@@ -168,7 +168,8 @@ def test_systemd_hears_ready_only_once_the_port_accepts_and_stopping_at_shutdown
 
 def test_qdrouterds_include_and_test_hooks_options_are_accepted(tmp_path: Path) -> None:
     """qpid-dispatch's test harness starts its router with ``-I DIR`` and some
-    tests add ``-T``: hopd takes both and serves."""
+    tests add ``-T``: hopd takes both and serves; with ``-T`` a delivery is
+    stuck after 3 s, as with qdrouterd's test hooks."""
     port = free_port()
     proc, log = start_foreground(tmp_path, conf_text(port), "-I", str(tmp_path), "-T")
     try:
@@ -181,6 +182,11 @@ def test_qdrouterds_include_and_test_hooks_options_are_accepted(tmp_path: Path) 
             receiver.accept()
             wait_all([conn], lambda: sent.settled, what="the outcome")
             assert sent.remote_state == Delivery.ACCEPTED
+            held = send_async(conn.create_sender("q", name="held"), "held")
+            assert receiver.receive(timeout=10).body == "held"  # never settled
+            wait_for(lambda: "1 delivery unsettled for more than 3 seconds" in log.read_text(),
+                     10, "the stuck delivery's log line")
+            assert not held.settled
     finally:
         assert stop(proc) == 0
 

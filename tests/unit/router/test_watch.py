@@ -49,7 +49,20 @@ def test_a_stuck_delivery_is_flagged_once() -> None:
     newly = [watch.sweep([incoming], float(t)).stuck for t in range(0, 15)]
     flagged = [found for found in newly if found]
     assert flagged == [[(incoming, 1)]], "reported in one sweep only"
-    assert incoming.stuck == 1
+    assert (incoming.stuck, incoming.stuck_now) == (1, 1)
+
+
+def test_a_stuck_delivery_stops_counting_as_stuck_now_once_settled() -> None:
+    incoming, _ = links()
+    watch = Watch(stuck_s=3.0)
+    key = object()
+    incoming.unsettled[key] = Transfer(object(), incoming)
+    for t in range(5):
+        watch.sweep([incoming], float(t))
+    assert incoming.stuck_now == 1
+    del incoming.unsettled[key]
+    watch.sweep([incoming], 5.0)
+    assert (incoming.stuck, incoming.stuck_now) == (1, 0), "found once, stuck no more"
 
 
 def test_queued_copies_on_an_outgoing_link_age_too() -> None:
