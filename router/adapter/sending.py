@@ -200,6 +200,11 @@ class Sender:
             return  # a streamed copy is being written: credit is read when it ends
         lptr = ol.handle
         ol.credit = pn_link_credit(lptr)
+        if ol.starved_since is not None and ol.credit > 0:
+            # A spell without credit ends here, however short, as qdrouterd
+            # counts it (router.core.watch measures the next from its sweep).
+            ol.starved_since = None
+            ol.starved = False
         queue = ol.queue
         while ol.credit > 0 and queue:
             data, ref = queue.popleft()

@@ -113,7 +113,9 @@ class RouterStats:
             for ol in conn.out_links.values():
                 tally(totals, ol)
         c = self._counters
-        blocked = sum(1 for conn in conns for out in conn.out_links.values() if out.starved)
+        # Blocked until credit comes, not until the next sweep notices it.
+        blocked = sum(1 for conn in conns for out in conn.out_links.values()
+                      if out.starved and out.credit <= 0)
         uplink = core.uplink
         return RouterStatistics(
             version=router.__version__,

@@ -115,4 +115,6 @@ class Watch:
     @staticmethod
     def zero_credit_seconds(link: OutLink, now: float) -> int:
         """How long ``link`` has had no credit (management ``zeroCreditSeconds``)."""
-        return 0 if link.starved_since is None else int(now - link.starved_since)
+        if link.starved_since is None or link.credit > 0:
+            return 0
+        return int(now - link.starved_since)

@@ -83,5 +83,7 @@ def test_an_outgoing_link_without_credit_is_blocked_once_until_credit_returns() 
     assert [t for t, found in enumerate(blocked) if found] == [10]
     assert outgoing.starved and Watch.zero_credit_seconds(outgoing, 12.0) == 12
     outgoing.credit = 5
+    # Credit counts at once, before the next sweep.
+    assert Watch.zero_credit_seconds(outgoing, 12.5) == 0
     assert watch.sweep([outgoing], 13.0).blocked == []
     assert not outgoing.starved and Watch.zero_credit_seconds(outgoing, 13.0) == 0
