@@ -162,8 +162,8 @@ _POLICY_VHOST = setting(
 _OPEN_PROPERTIES = setting(
     "openProperties",
     JsonMapType("JSON map with string keys", check_key=_check_property_key),
-    "extra OPEN properties; not for inter-router or edge roles, reserved keys refused",
-    ignored="extra OPEN properties are not sent",
+    "extra OPEN properties, sent after the router's own; not for inter-router or edge "
+    "roles, reserved keys refused",
 )
 
 

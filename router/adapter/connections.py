@@ -141,10 +141,18 @@ def open_properties(conn: Conn) -> dict[Any, Any]:
         props[symbol("failover-server-list")] = [
             {symbol("network-host"): e.host, symbol("port"): str(e.port),
              **({symbol("scheme"): e.scheme} if e.scheme else {})} for e in failover]
-    if conn.core.role is Role.INTER_ROUTER:
-        if conn.settings.cost > 1:
-            props[symbol("qd.inter-router-cost")] = conn.settings.cost
+    if conn.core.role is Role.INTER_ROUTER and conn.settings.cost > 1:
+        props[symbol("qd.inter-router-cost")] = conn.settings.cost
+    if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
         props[symbol("qd.annotations-version")] = 1
+    section = conn.settings.section
+    configured = getattr(section, "open_properties", None)
+    if configured:
+        # The listener's or connector's openProperties after the router's
+        # own, each key a symbol, as qdrouterd sends them (its keys are
+        # refused there, docs/operations.md#configuration-files).
+        for key, value in configured.items():
+            props[symbol(key)] = value
     return props
 
 

@@ -39,6 +39,8 @@ from router.core import PRIORITIES, Effect, Role, Router
 from router.core.policy import Denied, Grant, Policy
 
 log = logging.getLogger(__name__)
+#: qdrouterd's ROUTER module: what the peer router says of itself.
+router_log = logging.getLogger("router.peers")
 policy_log = log.getChild("policy")
 server_log = log.getChild("server")
 
@@ -117,6 +119,11 @@ class Opening:
                  "out" if conn.connector else "in", conn.peer,
                  "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
                  conn.user or "anonymous", core.container_id, core.role.value)
+        if core.role in (Role.INTER_ROUTER, Role.EDGE):
+            remote = pn_conn.remote_properties
+            version = remote.get("qd.annotations-version") if isinstance(remote, dict) else None
+            if version is not None:
+                router_log.debug("Remote router annotations version: %s", version)
         return self.router.connection_opened(core, self.clock())
 
     def _user_of(self, conn: Conn) -> str | None:

@@ -557,3 +557,12 @@ def test_an_attach_from_another_router_that_no_link_route_serves_is_refused(
         assert not any("gone.route" in key for key in keys), keys
     finally:
         peer.close()
+
+
+def test_routers_tell_each_other_their_annotations_version(start_router: StartRouter) -> None:
+    """Both sides of an inter-router connection send qd.annotations-version
+    in OPEN, and log the peer's at debug, as qdrouterd does."""
+    net = start_network(start_router, {"A": [], "B": ["A"]},
+                        extra="log {\n    module: ROUTER\n    enable: debug+\n}\n")
+    for router_id in ("A", "B"):
+        net[router_id].wait_log(r"ROUTER \(debug\) Remote router annotations version: 1")

@@ -116,6 +116,23 @@ def test_a_listener_announces_its_failover_list_with_a_scheme_only_where_given(
                          {"network-host": "third-host", "port": "5671", "scheme": "amqps"}]
 
 
+def test_a_listener_sends_its_open_properties_after_the_routers_own(
+        start_router: StartRouter) -> None:
+    port = free_port()
+    b = peer_router(start_router, "B", port,
+                    '    openProperties: {"simple": "string", "int": -3, "Null": null, '
+                    '"list": [1, "a", false], "map": {"key": "value"}}\n')
+    conn = BlockingConnection(b.url, timeout=10)
+    try:
+        props = dict(conn.conn.remote_properties)
+    finally:
+        conn.close()
+    assert props.pop("product") == "hop" and props.pop("version")
+    assert isinstance(props.pop("qd.conn-id"), int)
+    assert props == {"simple": "string", "int": -3, "Null": None, "list": [1, "a", False],
+                     "map": {"key": "value"}}
+
+
 def test_max_reconnect_attempts_marks_the_connector_failed(start_router: StartRouter) -> None:
     port = free_port()
     a = start_router(router_conf(connector(port, "    initialReconnectDelay: 20\n"
