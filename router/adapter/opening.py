@@ -39,10 +39,10 @@ from router.core import PRIORITIES, Effect, Role, Router
 from router.core.policy import Denied, Grant, Policy
 
 log = logging.getLogger(__name__)
-#: qdrouterd's ROUTER module: what the peer router says of itself.
-router_log = logging.getLogger("router.peers")
 policy_log = log.getChild("policy")
 server_log = log.getChild("server")
+#: qdrouterd's ROUTER module: what a peer router says of itself.
+router_log = log.getChild("router")
 
 
 class Opening:
