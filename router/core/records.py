@@ -304,6 +304,7 @@ class OutLink:
         "prepared",
         "presettle",
         "presettled",
+        "priority",
         "queue",
         "record",
         "starved",
@@ -337,6 +338,8 @@ class OutLink:
         self.autolink = autolink
         self.capacity = conn.link_capacity
         self.credit = 0
+        #: An inter-router data link's priority (0-9), else None.
+        self.priority: int | None = None
         self.queue: deque[tuple[bytes | Stream, Transfer | Fanout | None]] = deque()
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         # Inter-router links carry messages already annotated for the next

@@ -743,6 +743,7 @@ class Router:
             for priority in range(PRIORITIES):
                 if rlink.data[priority] is None:
                     rlink.data[priority] = out
+                    out.priority = priority
                     break
             conn.out_links[out.link_id] = out
             return out

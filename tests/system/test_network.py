@@ -566,3 +566,35 @@ def test_routers_tell_each_other_their_annotations_version(start_router: StartRo
                         extra="log {\n    module: ROUTER\n    enable: debug+\n}\n")
     for router_id in ("A", "B"):
         net[router_id].wait_log(r"ROUTER \(debug\) Remote router annotations version: 1")
+
+
+def test_each_priority_has_its_data_link_and_management_shows_which(
+        start_router: StartRouter) -> None:
+    """A message of header priority 3 crosses on the priority-3 data link, and
+    router.link shows each inter-router data link's priority, as qdrouterd."""
+    net = start_network(start_router, {"A": [], "B": ["A"]})
+    receiver_conn = connect(net.url("B"))
+    receiver = receiver_conn.create_receiver("prio/q", credit=10)
+    sender_conn = connect(net.url("A"))
+    sender = sender_conn.create_sender("prio/q")
+    wait_all([sender_conn, receiver_conn], lambda: sender.link.credit > 0,
+             what="credit across the network")
+    sent = [sender.link.send(Message(body=n, priority=3)) for n in range(5)]
+    pump(sender_conn, 0.3)
+    for _ in range(5):
+        receiver.receive(timeout=10)
+        receiver.accept()
+    wait_all([sender_conn, receiver_conn], lambda: all(d.settled for d in sent),
+             what="the outcomes")
+    client = Management(net.url("A"))
+    try:
+        rows = [r for r in client.query("router.link", "linkType", "linkDir", "priority",
+                                        "deliveryCount")
+                if r["linkType"] == "inter-router" and r["linkDir"] == "out"]
+    finally:
+        client.close()
+    by_priority = {r["priority"]: r["deliveryCount"] for r in rows if r["priority"] is not None}
+    assert sorted(by_priority) == list(range(10))
+    assert by_priority[3] == 5
+    sender_conn.close()
+    receiver_conn.close()

@@ -158,3 +158,14 @@ def test_a_query_without_a_type_leaves_out_what_only_a_typed_query_lists() -> No
     assert ADDRESS not in listed and PREFIX + "router.address" not in listed
     typed = call(a, {"attributeNames": ["name"]}, operation="QUERY", entityType=ADDRESS, **NODE)
     assert typed.body["results"] == [["a0"]]  # type: ignore[index]
+
+
+def test_offset_and_count_may_be_written_as_digits() -> None:
+    a = agent()
+    for n in range(3):
+        call(a, {"prefix": f"d{n}"}, operation="CREATE", type=ADDRESS, name=f"d{n}")
+    page = call(a, {"attributeNames": ["name"]}, operation="QUERY", entityType=ADDRESS,
+                count="2", offset="1", **NODE)
+    assert page.body == {"attributeNames": ["name"], "results": [["d1"], ["d2"]]}
+    bad = call(a, {}, operation="QUERY", entityType=ADDRESS, count="two", **NODE)
+    assert bad.status == 400
