@@ -231,7 +231,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
             broken: dict[str, TlsError] = {}
 
             def failed(section: conf.SslProfileSection, error: TlsError) -> None:
-                log.error("%s; listeners and connectors naming it are not opened", error)
+                log.error("%s; listeners naming it close every connection, connectors "
+                          "naming it fail every attempt", error)
                 broken[section.name or ""] = error
 
             profiles = load_profiles(cfg.ssl_profiles, failed=failed)

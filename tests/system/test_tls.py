@@ -247,6 +247,8 @@ def test_tls_errors_log_leaves_out_what_names_a_profile_that_does_not_load(
                      rf"127\.0\.0\.1:{peer}: sslProfile 'noca': cannot read caCertFile")
         hop.wait_log(rf"Connection to 127\.0\.0\.1:{peer} failed: its sslProfile did not load")
         hop.wait_log(rf"Listening on 127\.0\.0\.1:{good}\b", timeout=20)
+        hop.wait_log(r"sslProfile 'old': OpenSSL refuses protocols 'SSLv23'; listeners naming "
+                     r"it close every connection, connectors naming it fail every attempt")
         hop.wait_log(rf"listener 127\.0\.0\.1:{bad} closes every connection: sslProfile "
                      r"'old': OpenSSL refuses protocols 'SSLv23'")
         hop.wait_log(rf"Listening on 127\.0\.0\.1:{bad}\b")
