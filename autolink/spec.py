@@ -32,7 +32,8 @@ class AutoLinkSpec:
             )
         if self.container_id is not None and self.connection is not None:
             raise AutoLinkError(
-                "both 'connection' and 'containerId' cannot be specified; specify only one"
+                "Both connection and containerId cannot be specified: give 'connection' or "
+                "'containerId', not both"
             )
 
     @property

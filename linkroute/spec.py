@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from addressing import Direction
+from addressing import AddressError, Direction, normalize_pattern, prefix_pattern
 
 
 class LinkRouteError(ValueError):
@@ -32,5 +32,13 @@ class LinkRouteSpec:
             raise LinkRouteError("cannot specify both a 'prefix' and a 'pattern' attribute")
         if self.container_id is not None and self.connection is not None:
             raise LinkRouteError(
-                "both 'connection' and 'containerId' cannot be specified; specify only one"
+                "Both connection and containerId cannot be specified: give 'connection' or "
+                "'containerId', not both"
             )
+        try:
+            if self.prefix is not None:
+                prefix_pattern(self.prefix)
+            else:
+                normalize_pattern(self.pattern or "")
+        except AddressError as error:
+            raise LinkRouteError(str(error)) from None

@@ -243,6 +243,12 @@ class Agent:
         except ManagementError as error:
             response = Response(status=error.status, description=error.description,
                                 body=None)
+        except Exception as error:  # noqa: BLE001 - one request must not stop the router
+            # A request this agent should have refused but did not check: the
+            # requester gets 500 with the reason, the log gets the traceback.
+            log.exception("management %s failed", request.properties.get("operation"))
+            response = Response(status=500, description=f"{type(error).__name__}: {error}",
+                                body=None)
         finally:
             self.requester.origin = None
         if not response.ok:
@@ -334,6 +340,9 @@ class Agent:
                         raise ManagementError(
                             400, f"Conflicting name={name} identity={identity}")
                     return t, row
+        if entity_type is not None and entity_type.name in _ASKED_BY_TYPE_ONLY:
+            # qdrouterd's routing core answers these with "Not Found" alone.
+            raise ManagementError(404, f"Not Found: no entity with {key}={value}")
         raise ManagementError(404, f"No entity with {key}={value}")
 
     def _attributes(self, body: object, what: str) -> dict[str, object]:

@@ -105,7 +105,7 @@ def test_created_address_changes_the_distribution_of_new_links(hop: Hop,
                                    name="fan-out")
     assert (status, body) == (204, {})
     assert mgmt.request(operation="READ", type=PREFIX + "router.config.address",
-                        name="fan-out")[:2] == (404, "No entity with name=fan-out")
+                        name="fan-out")[:2] == (404, "Not Found: no entity with name=fan-out")
     conn.close()
 
 

@@ -121,7 +121,7 @@ def test_qdstat_and_qdmanage_work_against_hopd(tree: Path, tmp_path: Path,
     assert qdmanage("delete", "--type", "address", "--name", "qa").returncode == 0
     missing = qdmanage("read", "--type", "address", "--name", "qa")
     assert missing.returncode == 1
-    assert "NotFoundStatus: No entity with name=qa" in missing.stdout + missing.stderr
+    assert "NotFoundStatus: Not Found: no entity with name=qa" in missing.stdout + missing.stderr
     bad = qdmanage("create", "--type", "address", "name=b", "prefix=b",
                    "distribution=sideways")
     assert bad.returncode == 1 and "BadRequestStatus" in bad.stdout + bad.stderr

@@ -300,7 +300,7 @@ def test_create_query_read_and_delete_an_address(hop: Hop) -> None:
     assert hopmanage(hop, "query", "--type", "address", "name") == []
     done = run("hopmanage", "-b", hop.url, "read", "--type", "address", "--name", "x")
     assert done.returncode == 1
-    assert done.stderr == "hopmanage: 404: No entity with name=x\n"
+    assert done.stderr == "hopmanage: 404: Not Found: no entity with name=x\n"
 
 
 def test_connection_options_may_follow_the_operation(hop: Hop) -> None:

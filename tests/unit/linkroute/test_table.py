@@ -150,3 +150,9 @@ def test_removing_a_route_keeps_a_learnt_entry() -> None:
     [route] = list(table)
     assert table.remove(route) == []
     assert table.match("shared.q", OUT) is not None, "another router still advertises it"
+
+
+@pytest.mark.parametrize(("kind", "text"), [("prefix", ""), ("prefix", "./"), ("pattern", "///")])
+def test_a_prefix_or_pattern_without_tokens_is_no_link_route(kind: str, text: str) -> None:
+    with pytest.raises(LinkRouteError, match=f"{kind} invalid - no tokens"):
+        LinkRouteSpec(**{kind: text}, direction=IN, container_id="broker")

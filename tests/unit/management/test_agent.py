@@ -169,3 +169,16 @@ def test_offset_and_count_may_be_written_as_digits() -> None:
     assert page.body == {"attributeNames": ["name"], "results": [["d1"], ["d2"]]}
     bad = call(a, {}, operation="QUERY", entityType=ADDRESS, count="two", **NODE)
     assert bad.status == 400
+
+
+class _Broken(ConfigAddresses):
+    def create(self, name: str | None, attributes: dict[str, object]) -> Any:
+        raise KeyError("unchecked")
+
+
+def test_a_request_that_fails_unexpectedly_is_answered_500_and_the_next_is_served() -> None:
+    core = Router(router_id="R", addresses=AddressTable(), token=lambda: "t")
+    a = Agent({"router.config.address": _Broken(core)})
+    failed = call(a, {"prefix": "q"}, operation="CREATE", type=ADDRESS, name="q")
+    assert (failed.status, failed.description) == (500, "KeyError: 'unchecked'")
+    assert call(a, operation="QUERY", type=ADDRESS).status == 200
