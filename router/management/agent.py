@@ -243,7 +243,7 @@ class Agent:
         except ManagementError as error:
             response = Response(status=error.status, description=error.description,
                                 body=None)
-        except Exception as error:  # noqa: BLE001 - one request must not stop the router
+        except Exception as error:  # one request must not stop the router
             # A request this agent should have refused but did not check: the
             # requester gets 500 with the reason, the log gets the traceback.
             log.exception("management %s failed", request.properties.get("operation"))

@@ -149,7 +149,8 @@ def test_connection_and_container_id_together_are_refused() -> None:
         }
         """) == [
         "hopd.conf:5:5: invalid 'linkRoute' section: "
-        "Both connection and containerId cannot be specified: give 'connection' or 'containerId', not both"
+        "Both connection and containerId cannot be specified: give 'connection' or "
+        "'containerId', not both"
     ]
 
 
@@ -163,7 +164,8 @@ def test_auto_link_connection_and_container_id_together_are_refused() -> None:
         }
         """) == [
         "hopd.conf:5:5: invalid 'autoLink' section: "
-        "Both connection and containerId cannot be specified: give 'connection' or 'containerId', not both"
+        "Both connection and containerId cannot be specified: give 'connection' or "
+        "'containerId', not both"
     ]
 
 
