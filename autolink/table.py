@@ -39,15 +39,18 @@ class AutoLinkTable(Generic[P]):
 
     Args:
         specs: the configured auto-links.
+        ids: where identities come from (shared with the router's other
+            configuration entities, as qdrouterd numbers them); ``1, 2, ...`` by default.
     """
 
-    def __init__(self, specs: Iterable[AutoLinkSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[AutoLinkSpec] = (), *,
+                 ids: Iterator[int] | None = None) -> None:
         self._links: list[AutoLink[P]] = []
         self._peers: list[P] = []
         # Failed auto-links waiting for their retry (``next_deadline`` is asked
         # on every turn of the event loop, so it looks only at these).
         self._retrying: list[AutoLink[P]] = []
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(1) if ids is None else ids
         for spec in specs:
             self.add(spec)
 

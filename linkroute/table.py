@@ -134,15 +134,18 @@ class LinkRouteTable(Generic[P]):
 
     Args:
         specs: the configured link routes.
+        ids: where identities come from (shared with the router's other
+            configuration entities, as qdrouterd numbers them); ``1, 2, ...`` by default.
     """
 
-    def __init__(self, specs: Iterable[LinkRouteSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[LinkRouteSpec] = (), *,
+                 ids: Iterator[int] | None = None) -> None:
         self._tables: dict[Direction, PatternTable[RouteEntry[P]]] = {
             Direction.IN: PatternTable(), Direction.OUT: PatternTable()}
         self._routes: list[LinkRoute[P]] = []
         # Route-container connections now open, for link routes added at run time.
         self._open: list[P] = []
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(1) if ids is None else ids
         for spec in specs:
             self.add(spec)
 

@@ -13,7 +13,7 @@ it.  A part of ``Router``, given what it needs from it as functions; pure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from addressing import Direction
 from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
@@ -43,8 +43,9 @@ class AutoLinking:
 
     def __init__(self, specs: Iterable[AutoLinkSpec], *, link_id: Callable[[], LinkId],
                  bind: Bind, add_consumer: AddConsumer,
-                 add_sender: Callable[[AddressRecord], list[Effect]] | None = None) -> None:
-        self.table: AutoLinkTable[Connection] = AutoLinkTable(specs)
+                 add_sender: Callable[[AddressRecord], list[Effect]] | None = None,
+                 ids: Iterator[int] | None = None) -> None:
+        self.table: AutoLinkTable[Connection] = AutoLinkTable(specs, ids=ids)
         self._link_id = link_id
         self._bind = bind
         self._add_consumer = add_consumer

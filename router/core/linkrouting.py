@@ -15,7 +15,7 @@ Pure: no proton, no clock; it returns effects.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from addressing import Direction, Role
 from linkroute import (
@@ -69,9 +69,9 @@ class LinkRouting:
     def __init__(self, specs: Iterable[LinkRouteSpec], *, link_id: Callable[[], LinkId],
                  records: dict[str, AddressRecord], network: Network | None,
                  allow_resumable: bool = True,
-                 offer: Callable[[RouteEntry[Connection], bool], list[Effect]] | None = None
-                 ) -> None:
-        self.table: LinkRouteTable[Connection] = LinkRouteTable(specs)
+                 offer: Callable[[RouteEntry[Connection], bool], list[Effect]] | None = None,
+                 ids: Iterator[int] | None = None) -> None:
+        self.table: LinkRouteTable[Connection] = LinkRouteTable(specs, ids=ids)
         self._link_id = link_id
         self._records = records
         self._network = network

@@ -10,8 +10,9 @@ structures the forwarder reads, and only on attach and detach.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from addressing import (
     MAX_PHASE,
@@ -193,12 +194,15 @@ class Router:
         elif interior:
             self.edges = EdgeHosts(link_id=self._link_id, downlink_record=self._downlink_record,
                                    link_route=self._link_route_reach)
-        self.auto_links = AutoLinking(auto_links, link_id=self._link_id,
+        #: Identities of configuration entities (auto-links, link routes,
+        #: addresses), one sequence for all of them as in qdrouterd.
+        self.config_ids: Iterator[int] = itertools.count(1)
+        self.auto_links = AutoLinking(auto_links, link_id=self._link_id, ids=self.config_ids,
                                       bind=self._bind_auto_link,
                                       add_consumer=self._add_consumer,
                                       add_sender=self._sender_added)
         self.link_routing = LinkRouting(link_routes, link_id=self._link_id, records=self.records,
-                                        network=self.network,
+                                        network=self.network, ids=self.config_ids,
                                         allow_resumable=allow_resumable_link_route,
                                         offer=self._offer_route if edge else None)
 

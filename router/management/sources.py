@@ -111,16 +111,23 @@ def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
             **as_row(link_statistics(link, now))}
 
 
+def _terminus_key(address: str | None) -> str | None:
+    # A routed link's terminus address written as a mobile address key,
+    # as qdrouterd's agent writes it (so that qdstat strips the "M0").
+    return None if address is None else "M0" + address
+
+
 def routed_row(end: RoutedEnd) -> Row:
     """The ``router.link`` row of one link of a link-routed pair: its owning
-    address is the terminus address of the link it is paired with, and
+    address is the terminus address of the link it is paired with (as the key
+    of a mobile address), and
     ``peer`` that link's identity, as qdrouterd shows them."""
     partner = end.partner
     accepted, rejected, released, modified = end.outcomes
     statistics = LinkStatistics(
         adminStatus="enabled", operStatus="up", linkName=end.name, linkType="endpoint",
         linkDir="in" if end.receiving else "out",
-        owningAddr=partner.address if partner is not None else end.address,
+        owningAddr=_terminus_key(partner.address if partner is not None else end.address),
         capacity=0, peer=str(partner.link_id) if partner is not None else None,
         connectionId=str(end.conn.conn_id), undeliveredCount=0,
         unsettledCount=len(end.deliveries), deliveryCount=end.delivered,
@@ -283,13 +290,11 @@ class ConfigAddresses(ReadOnly):
     def __init__(self, router: Router) -> None:
         self._router = router
         self._identities: dict[str, str] = {}
-        self._next = 0
 
     def _identity(self, pattern: str) -> str:
         identity = self._identities.get(pattern)
         if identity is None:
-            identity = self._identities[pattern] = str(self._next)
-            self._next += 1
+            identity = self._identities[pattern] = str(next(self._router.config_ids))
         return identity
 
     def rows(self) -> Iterable[Row]:
@@ -308,7 +313,7 @@ class ConfigAddresses(ReadOnly):
         # qdrouterd's CREATE spelling (docs/compatibility.md#management-requests)
         if "fallback" in attributes:
             attributes.setdefault("enableFallback", attributes.pop("fallback"))
-        section = section_from("address", name, attributes)
+        section = section_from("address", name, attributes, strings_typed=True)
         assert isinstance(section, conf.AddressSection)
         try:
             spec = section.to_spec()
@@ -327,12 +332,27 @@ class ConfigAddresses(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
-def section_from(conf_name: str, name: str | None, attributes: dict[str, object]
-                 ) -> conf.fields.Section:
+def section_from(conf_name: str, name: str | None, attributes: dict[str, object], *,
+                 strings_typed: bool = False) -> conf.fields.Section:
     """The conf section a CREATE describes, checked exactly as a conf file's;
-    a bad value is a 400 with the conf loader's message."""
+    a bad value is a 400 with the conf loader's message.
+
+    With ``strings_typed`` a string attribute given a number, boolean, list
+    or map is refused rather than read as its text, as qdrouterd's routing
+    core refuses it for the ``router.config`` types.
+    """
     if name is not None:
         attributes["name"] = name
+    if strings_typed:
+        cls = conf.entities.ENTITY_TYPES_BY_NAME[conf_name].cls
+        for field in conf.fields.schema_fields(cls):
+            value = attributes.get(field.schema.conf_name)
+            if (type(field.schema.type) is conf.types.StringType and value is not None
+                    and not isinstance(value, str)):
+                node = conf.document.from_plain(value, conf.diagnostics.FILE_POSITION)
+                kind = conf.document.describe_kind(node)
+                raise ManagementError(
+                    400, f"attribute {field.schema.conf_name!r} must be a string, got {kind}")
     try:
         return conf.build_section(conf_name, attributes)
     except conf.ConfError as error:
@@ -460,7 +480,7 @@ class ConfigLinkRoutes(ReadOnly):
         return rows
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = section_from("linkRoute", name, attributes)
+        section = section_from("linkRoute", name, attributes, strings_typed=True)
         assert isinstance(section, conf.LinkRouteSection)
         try:
             route, effects = self._router.link_routing.add_route(section.to_spec(), self._clock())
@@ -555,7 +575,7 @@ class ConfigAutoLinks(ReadOnly):
         return rows
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
-        section = section_from("autoLink", name, attributes)
+        section = section_from("autoLink", name, attributes, strings_typed=True)
         assert isinstance(section, conf.AutoLinkSection)
         try:
             autolink, effects = self._router.auto_links.add(section.to_spec())

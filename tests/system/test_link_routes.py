@@ -144,7 +144,7 @@ def test_management_lists_link_route_keys_and_routed_links(start_router: StartRo
                      for row in agent.query("connection", "identity", "role")}
             routed = [row for row in agent.query("router.link", "owningAddr", "peer",
                                                   "connectionId", "identity")
-                      if row["owningAddr"] == "lrm.q"]
+                      if row["owningAddr"] == "M0lrm.q"]
             assert {conns[row["connectionId"]] for row in routed} == roles, routed
             assert {row["peer"] for row in routed} == {row["identity"] for row in routed}
     finally:
