@@ -13,13 +13,17 @@ the pair and which actions the other end gets:
   ends the pair, the client getting a null terminus and the error.
 * ``open``: credit, transfers and dispositions pass through (the adapter's
   relay).  A detach on one side is passed to the other with its error and
-  its ``closed`` flag; a lost connection gives the other side
-  ``qd:routed-link-lost``, closed unless the lost side's terminus was
-  resumable.
+  its ``closed`` flag (``near closing`` or ``far closing``); a lost
+  connection gives the other side ``qd:routed-link-lost``, closed unless
+  the lost side's terminus was resumable.
+* ``near closing`` / ``far closing``: the side that detached waits for the
+  other side's detach, which is its answer (so a client that only detaches
+  learns whether the container closed the link); losing the other side's
+  connection answers it with ``qd:routed-link-lost``.
 * ``closed``: nothing more happens; a late event is a bug and raises.
 
-The side that detached is answered by whoever handles its detach, not by
-this table.  Outcomes for deliveries still unsettled when a pair ends are
+While attaching or refused, the side that detached is answered by whoever
+handles its detach, not by this table.  Outcomes for deliveries still unsettled when a pair ends are
 the relay's (every one gets one).  It must not know what a link is.
 """
 
@@ -45,6 +49,8 @@ class PairState(enum.Enum):
     ATTACHING = "attaching"
     REFUSED = "refused"
     OPEN = "open"
+    NEAR_CLOSING = "near closing"  # the client detached; the far side's answer is awaited
+    FAR_CLOSING = "far closing"  # the far side detached; the client's answer is awaited
     CLOSED = "closed"
 
 
@@ -111,10 +117,16 @@ TRANSITIONS: dict[tuple[PairState, PairEvent],
     (_S.REFUSED, _V.FAR_LOST): (_S.CLOSED, (_NEAR,)),
     (_S.REFUSED, _V.NEAR_DETACHED): (_S.CLOSED, (_FAR,)),
     (_S.REFUSED, _V.NEAR_LOST): (_S.CLOSED, (_FAR,)),
-    (_S.OPEN, _V.FAR_DETACHED): (_S.CLOSED, (_NEAR,)),
+    (_S.OPEN, _V.FAR_DETACHED): (_S.FAR_CLOSING, (_NEAR,)),
     (_S.OPEN, _V.FAR_LOST): (_S.CLOSED, (_NEAR,)),
-    (_S.OPEN, _V.NEAR_DETACHED): (_S.CLOSED, (_FAR,)),
+    (_S.OPEN, _V.NEAR_DETACHED): (_S.NEAR_CLOSING, (_FAR,)),
     (_S.OPEN, _V.NEAR_LOST): (_S.CLOSED, (_FAR,)),
+    (_S.NEAR_CLOSING, _V.FAR_DETACHED): (_S.CLOSED, (_NEAR,)),
+    (_S.NEAR_CLOSING, _V.FAR_LOST): (_S.CLOSED, (_NEAR,)),
+    (_S.NEAR_CLOSING, _V.NEAR_LOST): (_S.CLOSED, ()),
+    (_S.FAR_CLOSING, _V.NEAR_DETACHED): (_S.CLOSED, (_FAR,)),
+    (_S.FAR_CLOSING, _V.NEAR_LOST): (_S.CLOSED, (_FAR,)),
+    (_S.FAR_CLOSING, _V.FAR_LOST): (_S.CLOSED, ()),
 }
 
 
@@ -172,6 +184,15 @@ class RoutedLink(Generic[E]):
     @property
     def open(self) -> bool:
         return self.state is PairState.OPEN
+
+    @property
+    def closing_side(self) -> Side | None:
+        """The side that detached and waits for the other side's detach as its answer."""
+        if self.state is PairState.NEAR_CLOSING:
+            return Side.NEAR
+        if self.state is PairState.FAR_CLOSING:
+            return Side.FAR
+        return None
 
 
 def _lost(*, closed: bool) -> Detach:

@@ -228,8 +228,12 @@ class Attaching:
                                   dynamic=bool(lib.pn_terminus_is_dynamic(terminus)),
                                   capabilities=capabilities(terminus))
 
-    def link_lost(self, lptr: Any, why: str) -> list[Effect]:
-        """The peer detached a link, or ended its session."""
+    def link_lost(self, lptr: Any, why: str, *, answerable: bool = True) -> list[Effect]:
+        """The peer detached a link (``answerable``), or ended its session.
+
+        A link-routed link the peer detached stays served until the other
+        side's detach, its answer, comes back (``answer_awaited``).
+        """
         self.parked.pop(lptr, None)
         links = self.links
         if lptr in links.policy_links:
@@ -241,12 +245,19 @@ class Attaching:
         if autolink is not None:
             self.router.auto_links.detached(autolink, detach_error(lptr), self.clock())
             return []
-        link = links.pop(lptr)
+        link = links.table.get(lptr)
         if link is None:
             return []
         log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
         if isinstance(link, RoutedEnd):
-            return self.router.routed_detached(link, remote_detach(lptr))
+            if not answerable:
+                links.pop(lptr)
+                return self.router.routed_lost(link)
+            routed = self.router.routed_detached(link, remote_detach(lptr))
+            if not link.answer_awaited:
+                links.pop(lptr)
+            return routed
+        links.pop(lptr)
         now = self.clock()
         effects = self.router.link_detached(link, now, error=detach_error(lptr))
         network = self.router.network
@@ -260,7 +271,11 @@ class Attaching:
 
     def answer_detach(self, lptr: Any) -> None:
         """Answer the peer's detach or close of a link (after ``link_lost``);
-        a link's own session ends with it."""
+        a link's own session ends with it.  A link-routed link waiting for
+        the other side's answer is answered when that comes."""
+        link = self.links.table.get(lptr)
+        if isinstance(link, RoutedEnd) and link.answer_awaited:
+            return
         close_link(lptr)
         self.own.end_session(lptr)
 

@@ -207,7 +207,7 @@ class Events:
         elif t == lib.PN_SESSION_REMOTE_CLOSE:
             ssn = lib.pn_event_session(e)
             for lptr in self.attaching.links_in(ssn):
-                apply(self.attaching.link_lost(lptr, "Link lost"))
+                apply(self.attaching.link_lost(lptr, "Link lost", answerable=False))
             if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
                 lib.pn_session_close(ssn)
         elif t == lib.PN_CONNECTION_REMOTE_CLOSE:

@@ -291,9 +291,11 @@ class OwnLinks:
         lptr = end.handle
         if lptr is None:
             return
-        self.links.table.pop(lptr, None)
-        self.relay.routed_gone(end)
-        end.handle = None
+        if not end.answer_asked:
+            # Else it stays served until its peer's detach answers this one.
+            self.links.table.pop(lptr, None)
+            self.relay.routed_gone(end)
+            end.handle = None
         if effect.condition:
             set_condition(lib.pn_link_condition(lptr), effect.condition,
                           effect.description or "")
@@ -303,7 +305,8 @@ class OwnLinks:
             lib.pn_link_close(lptr)
         else:
             lib.pn_link_detach(lptr)
-        self.end_session(lptr)
+        if not end.answer_asked:
+            self.end_session(lptr)  # else when the answer comes (answer_detach)
         conn = end.conn.handle
         if conn is not None:
             self.dirty.add(conn)

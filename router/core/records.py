@@ -15,7 +15,7 @@ from typing import Any
 
 from addressing import Distribution, Role
 from autolink import AutoLink
-from linkroute import LinkRouteSpec, RoutedLink
+from linkroute import LinkRouteSpec, RoutedLink, Side
 from router.core.ids import ConnectionId, LinkId
 
 PRIORITIES = 10
@@ -589,6 +589,26 @@ class RoutedEnd:
 
     def __repr__(self) -> str:
         return f"{self.conn!r}[L{self.link_id}] routed {'in' if self.receiving else 'out'}"
+
+    def _closing(self) -> bool | None:
+        # Whether this end is the side of its pair that detached first (None:
+        # the pair is not closing; linkroute.pairing).
+        pair = self.pair
+        side = None if pair is None else pair.closing_side
+        if side is None:
+            return None
+        assert pair is not None
+        return (side is Side.NEAR) == (self is pair.near)
+
+    @property
+    def answer_awaited(self) -> bool:
+        """Its peer detached it: the other side's detach, passed on, answers it."""
+        return self._closing() is True
+
+    @property
+    def answer_asked(self) -> bool:
+        """The router passed the other side's detach on to it and awaits its answer."""
+        return self._closing() is False
 
 
 # Where each terminal outcome is counted in a link's ``outcomes``: accepted,

@@ -203,4 +203,23 @@ class StingyPeer(Peer):
         self.accepted += 1
 
 
-__all__ = ["MisbehavingPeer", "Peer", "SourcePeer", "StingyPeer", "TransactionalPeer"]
+class DetachAnsweringPeer(Peer):
+    """A container that answers a detach (closed false) of any of its links
+    by closing the link (``close``: its nodes do not outlive a detach) or by
+    detaching it."""
+
+    def __init__(self, url: str, *, close: bool) -> None:
+        super().__init__(url, listen=True, container_id="detach-peer", prefetch=0)
+        self.close = close
+        self.detached = 0
+
+    def on_link_remote_detach(self, event: Any) -> None:
+        self.detached += 1
+        if self.close:
+            event.link.close()
+        else:
+            event.link.detach()
+
+
+__all__ = ["DetachAnsweringPeer", "MisbehavingPeer", "Peer", "SourcePeer", "StingyPeer",
+           "TransactionalPeer"]

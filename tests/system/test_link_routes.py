@@ -7,9 +7,12 @@ and detaches pass straight through, on one router or across a network.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from proton import Delivery, Message, symbol
-from proton.reactor import DynamicNodeProperties
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, DynamicNodeProperties
 from proton.utils import LinkDetached
 
 from tests.system.brokered import LOG_INFO, broker_connector
@@ -27,7 +30,7 @@ from tests.system.conftest import StartRouter
 from tests.system.harness import router_conf
 from tests.system.mgmt import Management
 from tests.system.network import start_network
-from tests.system.peers import SourcePeer, TransactionalPeer
+from tests.system.peers import DetachAnsweringPeer, SourcePeer, TransactionalPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
 
 
@@ -307,5 +310,63 @@ def test_a_dynamic_terminus_naming_a_link_route_is_routed_to_the_container(
                 "a dynamic terminus without the property is the router's own"
         finally:
             conn.close()
+    finally:
+        container.stop()
+
+
+
+class _DetachingClient(MessagingHandler):  # type: ignore[misc]
+    """Attaches a receiver, detaches it (closed false) once it is open and
+    records how the router answered: ``"detach"`` or ``"close"`` (``None``
+    when nothing came in 10 s)."""
+
+    def __init__(self, url: str, address: str) -> None:
+        super().__init__(prefetch=0)
+        self.url = url
+        self.address = address
+        self.answer: str | None = None
+        self.conn: Any = None
+        self.timer: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url)
+        event.container.create_receiver(self.conn, self.address)
+        self.timer = event.container.schedule(10, self)
+
+    def on_timer_task(self, event: Any) -> None:
+        if self.answer is None:
+            self.conn.close()
+
+    def on_link_opened(self, event: Any) -> None:
+        event.link.detach()
+
+    def on_link_remote_detach(self, event: Any) -> None:
+        self._answered("detach")
+
+    def on_link_remote_close(self, event: Any) -> None:
+        self._answered("close")
+
+    def _answered(self, how: str) -> None:
+        self.answer = how
+        self.conn.close()
+        self.timer.cancel()
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_a_detach_is_answered_with_the_containers_answer(start_router: StartRouter,
+                                                         close: bool) -> None:
+    """A client that only detaches a routed link learns from the answer
+    whether the container closed it (docs/brokers.md#the-routed-pair)."""
+    port = free_port()
+    container = DetachAnsweringPeer(f"127.0.0.1:{port}", close=close)
+    container.start()
+    try:
+        hop = start_router(router_conf(broker_connector(port, "c") + link_routes("lrdt", "c")
+                                       + LOG_INFO))
+        hop.wait_log(r"Link Route Activated")
+        client = _DetachingClient(hop.url, "lrdt.q")
+        Container(client).run()
+        assert client.answer == ("close" if close else "detach")
+        assert container.detached == 1
     finally:
         container.stop()

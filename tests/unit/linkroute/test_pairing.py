@@ -51,6 +51,37 @@ def test_detaches_are_passed_on_with_their_error_and_closed_flag() -> None:
     assert q.fire(E.NEAR_DETACHED, Detach()) == [DetachSide(side=Side.FAR, detach=Detach())]
 
 
+def test_the_side_that_detached_is_answered_by_the_other_sides_detach() -> None:
+    p = pair()
+    p.fire(E.ANSWERED)
+    only_detached = Detach(closed=False)
+    assert p.fire(E.NEAR_DETACHED, only_detached) == [
+        DetachSide(side=Side.FAR, detach=only_detached)]
+    assert (p.state, p.closing_side) == (PairState.NEAR_CLOSING, Side.NEAR)
+    closed = Detach(closed=True)
+    assert p.fire(E.FAR_DETACHED, closed) == [DetachSide(side=Side.NEAR, detach=closed)]
+    assert (p.state, p.closing_side) == (PairState.CLOSED, None)
+    q = pair()
+    q.fire(E.ANSWERED)
+    q.fire(E.FAR_DETACHED, Detach())
+    assert q.closing_side is Side.FAR
+    assert q.fire(E.NEAR_DETACHED, only_detached) == [
+        DetachSide(side=Side.FAR, detach=only_detached)]
+
+
+def test_the_answering_side_lost_answers_with_routed_link_lost() -> None:
+    p = pair()
+    p.fire(E.ANSWERED)
+    p.fire(E.NEAR_DETACHED, Detach())
+    (action,) = p.fire(E.FAR_LOST)
+    assert isinstance(action, DetachSide) and action.side is Side.NEAR
+    assert action.detach.condition == ROUTED_LINK_LOST
+    q = pair()
+    q.fire(E.ANSWERED)
+    q.fire(E.NEAR_DETACHED, Detach())
+    assert q.fire(E.NEAR_LOST) == [] and q.state is PairState.CLOSED
+
+
 def test_a_lost_connection_gives_the_other_side_routed_link_lost() -> None:
     p = pair()
     p.fire(E.ANSWERED)
@@ -101,4 +132,7 @@ def test_every_pair_ends_closed_whatever_happens_first() -> None:
             p = pair()
             p.state = start
             p.fire(first, Detach())
+            answer = {Side.NEAR: E.FAR_DETACHED, Side.FAR: E.NEAR_DETACHED}
+            if p.closing_side is not None:
+                p.fire(answer[p.closing_side], Detach())
             assert p.state is PairState.CLOSED
