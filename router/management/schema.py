@@ -96,9 +96,16 @@ def _every(conf_name: str) -> tuple[str, ...]:
 
 
 def _from_conf(conf_name: str, *, updatable: tuple[str, ...] = (),
-               extra: tuple[Attribute, ...] = ()) -> tuple[Attribute, ...]:
-    """The attributes of a conf section type, then ``extra`` (read-only)."""
-    return _declared(ENTITY_TYPES_BY_NAME[conf_name].cls, updatable=updatable, extra=extra)
+               extra: tuple[Attribute, ...] = (), aliases: bool = False
+               ) -> tuple[Attribute, ...]:
+    """The attributes of a conf section type, then ``extra`` (read-only);
+    with ``aliases``, each deprecated name too (shown beside its attribute)."""
+    cls = ENTITY_TYPES_BY_NAME[conf_name].cls
+    if aliases:
+        extra = (*(Attribute(name=alias, type=f.schema.type.management_type(),
+                             description=f"deprecated: use '{f.schema.conf_name}'", create=True)
+                   for f in schema_fields(cls) for alias in f.schema.aliases), *extra)
+    return _declared(cls, updatable=updatable, extra=extra)
 
 
 def _nested(name: str) -> EntityType:
@@ -181,7 +188,7 @@ _TYPES: tuple[EntityType, ...] = (
                attributes=_from_conf("address")),
     EntityType(name="router.config.linkRoute", description="a link route",
                extends="configurationEntity", conf_name="linkRoute", operations=_CRD,
-               attributes=_from_conf("linkRoute", extra=_stats(LinkRouteStatus))),
+               attributes=_from_conf("linkRoute", extra=_stats(LinkRouteStatus), aliases=True)),
     EntityType(name="router.connection.linkRoute",
                description="a link route made over a connection, which alone serves it "
                            "(how an edge router offers its brokers' link routes); seen "
@@ -195,7 +202,7 @@ _TYPES: tuple[EntityType, ...] = (
                    _s("containerId", "the container id of the connection that serves it"))),
     EntityType(name="router.config.autoLink", description="an auto-link",
                extends="configurationEntity", conf_name="autoLink", operations=_CRD,
-               attributes=_from_conf("autoLink", extra=_stats(AutoLinkStatus))),
+               attributes=_from_conf("autoLink", extra=_stats(AutoLinkStatus), aliases=True)),
     EntityType(name="router.config.exchange", description="an exchange (not implemented)",
                extends="configurationEntity", conf_name="exchange", operations=_CRD,
                attributes=_from_conf("exchange")),

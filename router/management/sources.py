@@ -332,6 +332,15 @@ class ConfigAddresses(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
+def _with_aliases(row: Row, cls: type[conf.fields.Section]) -> Row:
+    """``row`` with each deprecated attribute name beside its current one
+    (``dir`` beside ``direction``), as qdrouterd's routing core lists them."""
+    for field in conf.fields.schema_fields(cls):
+        for alias in field.schema.aliases:
+            row[alias] = row.get(field.schema.conf_name)
+    return row
+
+
 def section_from(conf_name: str, name: str | None, attributes: dict[str, object], *,
                  strings_typed: bool = False) -> conf.fields.Section:
     """The conf section a CREATE describes, checked exactly as a conf file's;
@@ -472,7 +481,8 @@ class ConfigLinkRoutes(ReadOnly):
         for route in self._router.link_routing.table:
             if id(route) in scoped:
                 continue  # router.connection.linkRoute
-            row: Row = conf.section_attributes(conf.LinkRouteSection.from_spec(route.spec))
+            row: Row = _with_aliases(conf.section_attributes(
+                conf.LinkRouteSection.from_spec(route.spec)), conf.LinkRouteSection)
             row["identity"] = route.identity
             row["name"] = route.label
             row.update(as_row(LinkRouteStatus(operStatus=route.oper_status)))
@@ -565,7 +575,8 @@ class ConfigAutoLinks(ReadOnly):
     def rows(self) -> Iterable[Row]:
         rows = []
         for autolink in self._router.auto_links.table:
-            row: Row = conf.section_attributes(conf.AutoLinkSection.from_spec(autolink.spec))
+            row: Row = _with_aliases(conf.section_attributes(
+                conf.AutoLinkSection.from_spec(autolink.spec)), conf.AutoLinkSection)
             row["identity"] = autolink.identity
             row["name"] = autolink.label
             row.update(as_row(AutoLinkStatus(

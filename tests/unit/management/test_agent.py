@@ -16,6 +16,8 @@ from router.management import (
     PREFIX,
     Agent,
     ConfigAddresses,
+    ConfigAutoLinks,
+    ConfigLinkRoutes,
     Request,
     RouterAddresses,
     decode_request,
@@ -182,3 +184,17 @@ def test_a_request_that_fails_unexpectedly_is_answered_500_and_the_next_is_serve
     failed = call(a, {"prefix": "q"}, operation="CREATE", type=ADDRESS, name="q")
     assert (failed.status, failed.description) == (500, "KeyError: 'unchecked'")
     assert call(a, operation="QUERY", type=ADDRESS).status == 200
+
+
+def test_link_routes_and_auto_links_show_their_deprecated_names_too() -> None:
+    core = Router(router_id="R", addresses=AddressTable(), token=lambda: "t")
+    a = Agent({"router.config.linkRoute": ConfigLinkRoutes(core, lambda: 0.0),
+               "router.config.autoLink": ConfigAutoLinks(core)})
+    route = call(a, {"prefix": "b", "containerId": "c", "dir": "out"}, operation="CREATE",
+                 type=PREFIX + "router.config.linkRoute", name="r").body
+    assert (route["direction"], route["dir"]) == ("out", "out")  # type: ignore[index]
+    link = call(a, {"addr": "q", "containerId": "c", "direction": "in"}, operation="CREATE",
+                type=PREFIX + "router.config.autoLink", name="l").body
+    assert (link["address"], link["addr"], link["dir"]) == ("q", "q", "in")  # type: ignore[index]
+    identities = (route["identity"], link["identity"])  # type: ignore[index]
+    assert identities == ("1", "2"), "configuration entities share one sequence of identities"
