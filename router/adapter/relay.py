@@ -69,6 +69,7 @@ class Relay:
         """A transfer (or an update of one) from the sender on ``end``."""
         od = end.deliveries.get(d)
         partner = end.partner
+        n = pn_delivery_pending(d)
         if od is None:
             pair = end.pair
             if partner is None or partner.handle is None or pair is None or not pair.open:
@@ -78,6 +79,13 @@ class Relay:
             if tag.size > MAX_TAG:
                 self._refuse(d, end, REJECTED, "amqp:invalid-field",
                              "delivery tag length exceeded")
+                return
+            if not n and not pn_delivery_partial(d) and not lib.pn_delivery_aborted(d):
+                # A transfer with no message at all (AMQP 1.0 section 3.2: a
+                # message has a body): not passed on, and the credit it took
+                # is given back, since the container never saw it.
+                self._refuse(d, end, REJECTED, "amqp:decode-error", "invalid message format")
+                lib.pn_link_flow(end.handle, 1)
                 return
             od = pn_delivery(partner.handle, tag)
             state = pn_delivery_remote_state(d)
@@ -92,7 +100,6 @@ class Relay:
                 partner.presettled += 1
         assert partner is not None
         lptr = end.handle
-        n = pn_delivery_pending(d)
         if n:
             buffer = self.buffer
             if n > buffer.size:

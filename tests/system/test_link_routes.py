@@ -259,6 +259,27 @@ def test_delivery_tags_longer_than_32_bytes_are_rejected(start_router: StartRout
         conn.close()
 
 
+def test_a_transfer_with_no_message_is_rejected_and_its_credit_given_back(
+        start_router: StartRouter, rabbitmq: RabbitMQ) -> None:
+    hop = start_router(router_conf(broker_connector(rabbitmq.port) + link_routes("lrempty")
+                                   + LOG_INFO))
+    hop.wait_log(r"Link Route Activated")
+    conn = connect(hop.url)
+    try:
+        sender = conn.create_sender("lrempty.q")
+        conn.wait(lambda: sender.link.credit > 0, msg="credit from the broker")
+        credit = sender.link.credit
+        empty = send_raw(sender, b"", tag=b"e")
+        assert wait_settled(conn, empty) == Delivery.REJECTED
+        assert empty.remote.condition.name == "amqp:decode-error"
+        conn.wait(lambda: sender.link.credit == credit, msg="the credit given back")
+        after = send_raw(sender, Message(body="next").encode(), tag=b"n")
+        assert wait_settled(conn, after) == Delivery.ACCEPTED
+        assert rabbitmq.queue_depth("lrempty.q") == 1
+    finally:
+        conn.close()
+
+
 def test_drain_reaches_the_sender_and_drained_comes_back(start_router: StartRouter) -> None:
     port = free_port()
     source = SourcePeer(f"127.0.0.1:{port}", ["s0", "s1", "s2"])
