@@ -195,8 +195,9 @@ class Router:
             self.edges = EdgeHosts(link_id=self._link_id, downlink_record=self._downlink_record,
                                    link_route=self._link_route_reach)
         #: Identities of configuration entities (auto-links, link routes,
-        #: addresses), one sequence for all of them as in qdrouterd.
-        self.config_ids: Iterator[int] = itertools.count(1)
+        #: addresses): drawn from the links' sequence, as qdrouterd's routing
+        #: core numbers its links and configuration entities from one counter.
+        self.config_ids: Iterator[int] = (int(self._link_id()) for _ in itertools.count())
         self.auto_links = AutoLinking(auto_links, link_id=self._link_id, ids=self.config_ids,
                                       bind=self._bind_auto_link,
                                       add_consumer=self._add_consumer,
