@@ -223,25 +223,21 @@ def _check_unique(entity: EntityType, typed: list[_Typed], sink: DiagnosticSink)
 
 
 def role_problem(mode: RouterMode, section: ListenerSection | ConnectorSection) -> str | None:
-    """Why a listener's or connector's role does not fit the router's mode
-    (prefixed with its kind), or None: checked in a file and for a
-    management CREATE alike."""
+    """Why a listener's or connector's role does not fit the router's mode,
+    or None: checked in a file and for a management CREATE alike.  The
+    reason starts with qdrouterd's own words, which clients match."""
     kind = "listener" if isinstance(section, ListenerSection) else "connector"
     role = section.role
-    message = None
     if mode is RouterMode.STANDALONE and role in (Role.INTER_ROUTER, Role.EDGE):
-        message = (
-            f"role {role.value!r} is not allowed with router mode 'standalone': "
-            "a standalone router does not connect to or accept connections from other routers"
-        )
-    elif role is Role.INTER_ROUTER and mode is not RouterMode.INTERIOR:
-        message = (
-            f"role 'inter-router' is only allowed with router mode 'interior', "
-            f"not {mode.value!r}"
-        )
-    elif role is Role.EDGE and mode is RouterMode.EDGE and kind == "listener":
-        message = "a listener with role 'edge' is only allowed with router mode 'interior'"
-    return None if message is None else f"{kind}: {message}"
+        return (f"role='standalone' not allowed to connect to or accept connections from "
+                f"other routers. (a {kind} with role {role.value!r} on a standalone router)")
+    if role is Role.INTER_ROUTER and mode is not RouterMode.INTERIOR:
+        return (f"role='inter-router' only allowed with router mode='interior' (a {kind} "
+                f"on a router in mode {mode.value!r})")
+    if role is Role.EDGE and mode is RouterMode.EDGE and kind == "listener":
+        return ("role='edge' only allowed with router mode='interior' (a listener with role "
+                "'edge' on an edge router: edges connect to interiors)")
+    return None
 
 
 def _check_roles(mode: RouterMode, typed: list[_Typed], sink: DiagnosticSink) -> None:

@@ -100,9 +100,9 @@ def test_a_standalone_router_refuses_to_create_an_inter_router_listener_or_conne
         {"host": "127.0.0.1", "port": str(free_port()), "role": "inter-router"},
         operation="CREATE", type=PREFIX + kind, name="bad")
     assert status == 400
-    assert description == (f"{kind}: role 'inter-router' is not allowed with router mode "
-                           "'standalone': a standalone router does not connect to or accept "
-                           "connections from other routers")
+    assert description == ("role='standalone' not allowed to connect to or accept "
+                           "connections from other routers. (a "
+                           f"{kind} with role 'inter-router' on a standalone router)")
     assert [r for r in mgmt.query(kind, "name") if r["name"] == "bad"] == []
 
 

@@ -319,28 +319,27 @@ def test_standalone_router_with_inter_router_listener_is_refused() -> None:
             role: inter-router
         }
         """) == [
-        "hopd.conf:5:5: listener: role 'inter-router' is not allowed with router mode "
-        "'standalone': a standalone router does not connect to or accept connections "
-        "from other routers"
+        "hopd.conf:5:5: role='standalone' not allowed to connect to or accept connections "
+        "from other routers. (a listener with role 'inter-router' on a standalone router)"
     ]
 
 
 def test_absent_router_section_means_standalone_for_role_checks() -> None:
     (message,) = diagnostics("connector {\n    role: edge\n}\n")
-    assert message.startswith("hopd.conf:2:5: connector: role 'edge' is not allowed")
+    assert message.endswith("(a connector with role 'edge' on a standalone router)")
 
 
 def test_edge_router_with_inter_router_connector_is_refused() -> None:
     assert diagnostics("router {\n mode: edge\n}\nconnector {\n role: inter-router\n}\n") == [
-        "hopd.conf:5:2: connector: role 'inter-router' is only allowed with router mode "
-        "'interior', not 'edge'"
+        "hopd.conf:5:2: role='inter-router' only allowed with router mode='interior' "
+        "(a connector on a router in mode 'edge')"
     ]
 
 
 def test_edge_router_with_edge_listener_is_refused() -> None:
     assert diagnostics("router {\n mode: edge\n}\nlistener {\n role: edge\n}\n") == [
-        "hopd.conf:5:2: listener: a listener with role 'edge' is only allowed with router "
-        "mode 'interior'"
+        "hopd.conf:5:2: role='edge' only allowed with router mode='interior' (a listener "
+        "with role 'edge' on an edge router: edges connect to interiors)"
     ]
 
 
