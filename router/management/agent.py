@@ -311,6 +311,10 @@ class Agent:
         return self.sources.get(entity_type.name) or ReadOnly()
 
     def _allowed(self, entity_type: EntityType, operation: str) -> None:
+        if entity_type.name == "connection" and operation == "DELETE":
+            # As qdrouterd: a connection is closed by UPDATE, never deleted.
+            raise ManagementError(403, "Forbidden: a connection is closed by an UPDATE "
+                                       "that sets adminStatus to 'deleted'")
         if operation not in SCHEMA.operations(entity_type):
             raise ManagementError(
                 501, f"Operation {operation!r} not implemented for "

@@ -142,6 +142,9 @@ def test_a_connection_is_closed_by_updating_its_admin_status(hop: Hop,
     victim.create_receiver("doomed", credit=1)
     [row] = [c for c in mgmt.query("connection", "identity", "container")
              if c["container"] == victim.conn.container]
+    status, description, _ = mgmt.request(operation="DELETE", type=PREFIX + "connection",
+                                          identity=row["identity"])
+    assert (status, description.split(":")[0]) == (403, "Forbidden"), "closed by UPDATE only"
     status, _, updated = mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
                                       type=PREFIX + "connection", identity=row["identity"])
     assert (status, updated["adminStatus"]) == (200, "deleted")
