@@ -49,6 +49,7 @@ class Links:
         else:
             self.relay.routed_gone(link)
         link.handle = None
+        link.conn.delivered_gone += link.delivered
         if link.conn.role is not Role.INTER_ROUTER and not isinstance(link, RoutedEnd):
             tally(self.retired, link)
 

@@ -112,7 +112,7 @@ class Connections(ReadOnly):
                 sslSsf=None,
                 tenant=None,
                 uptimeSeconds=int(now - conn.started),
-                lastDlvSeconds=None,
+                lastDlvSeconds=conn.core.last_delivery_seconds(now),
                 properties=_remote_properties(conn.pn_conn) if conn.opened else {},
                 active=self._active(conn.core),
             )

@@ -50,6 +50,7 @@ class Sweep:
         links: list[InLink | OutLink] = []
         for conn in self.transports.conns.values():
             core = conn.core
+            core.note_deliveries(now)
             links.extend(core.in_links.values())
             links.extend(core.out_links.values())
         found = self.watch.sweep(links, now)

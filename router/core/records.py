@@ -32,6 +32,9 @@ class Connection:
     __slots__ = (
         "conn_id",
         "container_id",
+        "delivered_gone",
+        "dlv_at",
+        "dlv_count",
         "edge",
         "handle",
         "in_links",
@@ -88,9 +91,33 @@ class Connection:
         # The peer (another router) takes a link of its own per streamed
         # message (it offered ``qd.streaming-links``).
         self.streaming_links = False
+        # Deliveries counted on its links that are gone, the total last
+        # looked at and when it last grew (``note_deliveries``): the time of
+        # the last delivery, kept off the per-message path.
+        self.delivered_gone = 0
+        self.dlv_count = 0
+        self.dlv_at: float | None = None
 
     def __repr__(self) -> str:
         return f"C{self.conn_id}"
+
+    def note_deliveries(self, now: float) -> None:
+        """Look at its links' delivery counts: if they grew since the last
+        look, a delivery happened since then (the adapter looks every second
+        and when management asks)."""
+        count = self.delivered_gone
+        for links in (self.in_links, self.out_links, self.routed):
+            for link in links.values():
+                count += link.delivered
+        if count > self.dlv_count:
+            self.dlv_at = now
+        self.dlv_count = count
+
+    def last_delivery_seconds(self, now: float) -> int | None:
+        """Whole seconds since its last delivery (at the resolution of the
+        looks); None when it has carried none."""
+        self.note_deliveries(now)
+        return None if self.dlv_at is None else int(now - self.dlv_at)
 
 
 class AddressRecord:

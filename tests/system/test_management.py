@@ -68,7 +68,15 @@ def test_query_lists_the_agents_own_addresses_and_the_connection(mgmt: Managemen
 
 def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> None:
     conn = connect(hop.url)
+
+    def last_delivery() -> object:
+        [row] = [c for c in mgmt.query("connection", "container", "lastDlvSeconds")
+                 if c["container"] == conn.conn.container]
+        return row.get("lastDlvSeconds")
+
+    assert last_delivery() is None, "no delivery on it yet"
     assert known_pattern(conn, "counted") == KNOWN_PATTERN
+    assert last_delivery() == 0
     links = {(row["linkDir"], row["owningAddr"]): row for row in mgmt.query(
         "router.link", "linkDir", "owningAddr", "deliveryCount", "acceptedCount",
         "rejectedCount", "releasedCount")}

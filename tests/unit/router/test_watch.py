@@ -87,3 +87,19 @@ def test_an_outgoing_link_without_credit_is_blocked_once_until_credit_returns() 
     assert Watch.zero_credit_seconds(outgoing, 12.5) == 0
     assert watch.sweep([outgoing], 13.0).blocked == []
     assert not outgoing.starved and Watch.zero_credit_seconds(outgoing, 13.0) == 0
+
+
+def test_a_connections_last_delivery_is_when_its_links_counts_last_grew() -> None:
+    incoming, outgoing = links()
+    conn = incoming.conn
+    conn.in_links[incoming.link_id] = incoming
+    conn.out_links[outgoing.link_id] = outgoing
+    assert conn.last_delivery_seconds(10.0) is None, "no delivery yet"
+    incoming.delivered += 1
+    conn.note_deliveries(11.0)
+    assert conn.last_delivery_seconds(14.5) == 3
+    del conn.in_links[incoming.link_id]  # the link went, its count kept
+    conn.delivered_gone += incoming.delivered
+    assert conn.last_delivery_seconds(15.0) == 4, "a link that leaves is no delivery"
+    outgoing.delivered += 1
+    assert conn.last_delivery_seconds(16.0) == 0
