@@ -123,11 +123,10 @@ def peer_offers(pn_conn: Any, capability: str) -> bool:
 
 
 def offered_capabilities(conn: Conn) -> list[Any]:
-    """What the router offers in its OPEN: anonymous relay to everyone, and
-    streaming links to other routers (inter-router and edge connections)."""
-    if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
-        return symbols("ANONYMOUS-RELAY", STREAMING_LINKS)
-    return symbols("ANONYMOUS-RELAY")
+    """What the router offers and desires in its OPEN, on every connection
+    as qdrouterd: anonymous relay, and streaming links (which only another
+    router's offer puts to use)."""
+    return symbols("ANONYMOUS-RELAY", STREAMING_LINKS)
 
 
 def open_properties(conn: Conn) -> dict[Any, Any]:

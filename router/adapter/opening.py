@@ -99,6 +99,7 @@ class Opening:
         if conn.connector is None:
             pn_conn.container = self.router_id
             pn_conn.offered_capabilities = offered_capabilities(conn)
+            pn_conn.desired_capabilities = offered_capabilities(conn)
             pn_conn.properties = open_properties(conn)
             # Admitted before the OPEN goes out: policy may lower its limits.
             denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)

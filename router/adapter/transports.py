@@ -129,6 +129,7 @@ class Transports:
             pn_conn.container = self.router_id
             pn_conn.hostname = connector.failover.current.host
             pn_conn.offered_capabilities = offered_capabilities(conn)
+            pn_conn.desired_capabilities = offered_capabilities(conn)
             pn_conn.properties = open_properties(conn)
             pn_conn.open()
             self.dirty.add(conn)

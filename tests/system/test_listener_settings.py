@@ -38,7 +38,9 @@ def test_defaults_match_qdrouterd(hop: Hop) -> None:
     assert transport.remote_max_frame_size == 16384
     assert transport.remote_channel_max == 32767
     assert transport.remote_idle_timeout == 8.0
-    assert "ANONYMOUS-RELAY" in [str(c) for c in conn.conn.remote_offered_capabilities]
+    for capabilities in (conn.conn.remote_offered_capabilities,
+                         conn.conn.remote_desired_capabilities):
+        assert [str(c) for c in capabilities] == ["ANONYMOUS-RELAY", "qd.streaming-links"]
     conn.close()
 
 
