@@ -213,6 +213,14 @@ class Router:
         self._next_link_id += 1
         return LinkId(self._next_link_id)
 
+    def _unavailable(self, key: RoutingKey | None) -> bool:
+        """An address whose treatment is unavailable is refused unless its
+        record exists already with another one, as the router's own
+        ``$management`` does (qdrouterd decides a treatment when it makes an
+        address's record, docs/routing.md#treatment)."""
+        record = None if key is None else self.records.get(key.key)
+        return record is None or record.distribution is Distribution.UNAVAILABLE
+
     def _treatment(self, address: str) -> tuple[Distribution, AddressSpec | None]:
         spec = self.addresses.lookup(address)
         if spec is None:
@@ -489,10 +497,10 @@ class Router:
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             ingress = ordinal
-        if distribution is Distribution.UNAVAILABLE:
-            return NOT_FOUND, []
         key = classify(address, router_id=self.router_id, phase=ingress,
                        edge_mode=self.edge_mode)
+        if distribution is Distribution.UNAVAILABLE and self._unavailable(key):
+            return NOT_FOUND, []
         record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
@@ -544,10 +552,10 @@ class Router:
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             egress = ordinal - 1
-        if distribution is Distribution.UNAVAILABLE and not dynamic:
-            return NOT_FOUND, []
         key = classify(address, router_id=self.router_id, phase=egress,
                        fallback=FALLBACK_CAPABILITY in capabilities, edge_mode=self.edge_mode)
+        if distribution is Distribution.UNAVAILABLE and not dynamic and self._unavailable(key):
+            return NOT_FOUND, []
         record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []

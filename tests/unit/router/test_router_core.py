@@ -118,6 +118,15 @@ def test_unavailable_address_refuses_both_directions() -> None:
     assert router.lookup("no.way") is UNAVAILABLE
 
 
+def test_an_address_in_use_keeps_its_treatment_when_the_default_is_unavailable() -> None:
+    router = make_router(default=Distribution.UNAVAILABLE)
+    agent = router.in_process_attached(conn(), "$management", name="agent")
+    sender = router.incoming_link_attached(conn(), name="s", address="$management")[0]
+    assert isinstance(sender, IncomingAccepted) and sender.link.record is agent.record
+    refused = router.incoming_link_attached(conn(), name="t", address="elsewhere")[0]
+    assert isinstance(refused, AttachRefused) and refused.condition == "amqp:not-found"
+
+
 def test_waypoint_phases_bind_senders_and_receivers_to_different_keys() -> None:
     router = make_router(AddressSpec(prefix="queue", waypoint=True))
     sender = attach_sender(router, conn(), "queue.a").link
