@@ -327,6 +327,10 @@ class Outcomes:
             if type(data) is Stream:
                 data.waiting.remove(ol)
                 data.heads.pop(ol, None)
+                if not data.waiting:
+                    # Nothing kept for it now: a producer held for this
+                    # copy is read again (``Streams.check_paused``).
+                    data.backlog = bytearray()
             if ref is not None:
                 self.copy_lost(ref, None, _LOST_UNDELIVERED)
         for od, ref in unsettled.items():

@@ -209,6 +209,35 @@ def test_a_copy_waiting_for_credit_keeps_little_and_then_streams(hop: Hop) -> No
     consumer.close()
 
 
+def test_a_multicast_consumer_without_credit_that_leaves_lets_the_others_finish(
+        start_router: StartRouter) -> None:
+    """Its waiting copy held the producer; once it is gone the producer is
+    read again and the other copies complete."""
+    hop = start_router(router_conf(MULTICAST))
+    stalled = StreamConsumer(hop.ports[0], "mc.stall", credit=0)
+    fast = [StreamConsumer(hop.ports[0], "mc.stall") for _ in range(2)]
+    producer = connect(hop.url)
+    pumps = [stalled.pump, *(c.pump for c in fast), pump_of(producer)]
+    sender = ready(pumps, producer, "mc.stall")
+    message = big(8 * MB, seed=5)
+
+    delivery = begin(sender, b"held", message)
+    sender.link.advance()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        for pump in pumps:
+            pump()
+    assert not any(c.complete for c in fast), "the waiting copy holds the producer"
+    stalled.close()
+    pumps.remove(stalled.pump)
+    run_until(lambda: all(c.complete == [message] for c in fast), pumps, timeout=30,
+              what="the other copies after the stalled consumer left")
+    run_until(lambda: delivery.settled, pumps, what="the outcome")
+    producer.close()
+    for c in fast:
+        c.close()
+
+
 def test_consumer_leaving_mid_message_and_producer_leaving_mid_message(hop: Hop) -> None:
     consumer = StreamConsumer(hop.ports[0], "leave.q")
     producer = connect(hop.url)
