@@ -127,6 +127,7 @@ class Outcomes:
         release, or drop if pre-settled."""
         if d is None:
             self.counters.dropped_presettled += 1
+            il.dropped_presettled += 1
             self.credit_dirty.add(il)
         else:
             log.debug("%r: no destination, released", il)
@@ -134,9 +135,13 @@ class Outcomes:
 
     def finish(self, d: Any, il: InLink, state: int, condition: str | None = None,
                description: str | None = None) -> None:
-        """Give a delivery the router's own outcome and settle it."""
+        """Give a delivery the router's own outcome and settle it; a
+        pre-settled one (``d`` None) that would be released is dropped."""
         self.credit_dirty.add(il)
         if d is None:
+            if state == RELEASED:
+                self.counters.dropped_presettled += 1
+                il.dropped_presettled += 1
             return
         if state == MODIFIED and not il.may_modify:
             state = RELEASED

@@ -190,6 +190,7 @@ class Sender:
             if item[1] is None and type(item[0]) is bytes:
                 self.counters.dropped_presettled += 1
                 ol.dropped_presettled += 1
+                ol.presettled += 1  # routed to it pre-settled, as qdrouterd counts
             else:
                 kept.append(item)
         ol.queue = kept

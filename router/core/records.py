@@ -214,6 +214,7 @@ class InLink:
         "delayed10",
         "delivered",
         "demand",
+        "dropped_presettled",
         "fallback",
         "handle",
         "link_id",
@@ -275,9 +276,11 @@ class InLink:
         # RELEASED instead (its source lists the outcomes it supports).
         self.may_modify = True
         # Counters (docs/operations.md#counters): deliveries received, of them pre-settled,
-        # and the outcomes the router gave the sender (see ``count_outcome``).
+        # the pre-settled ones dropped for want of a destination, and the
+        # outcomes the router gave the sender (see ``count_outcome``).
         self.delivered = 0
         self.presettled = 0
+        self.dropped_presettled = 0
         self.outcomes = [0, 0, 0, 0]
         self.unsettled: dict[Any, Transfer | Fanout] = {}
         self.partial: bytearray | None = None
@@ -681,7 +684,7 @@ def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
 def describe_counters(link: InLink | OutLink | RoutedEnd) -> str:
     """The counters as qdrouterd's link-close log line shows them."""
     acc, rej, rel, mod = link.outcomes
-    dropped = link.dropped_presettled if isinstance(link, OutLink) else 0
+    dropped = 0 if isinstance(link, RoutedEnd) else link.dropped_presettled
     line = (f"del={link.delivered} presett={link.presettled} psdrop={dropped} "
             f"acc={acc} rej={rej} rel={rel} mod={mod}")
     if isinstance(link, RoutedEnd):

@@ -97,6 +97,23 @@ def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> N
     assert router["acceptedDeliveries"] >= 10
 
 
+def test_presettled_messages_with_nowhere_to_go_count_as_dropped(hop: Hop,
+                                                               mgmt: Management) -> None:
+    [before] = mgmt.query("router", "droppedPresettledDeliveries")
+    conn = connect(hop.url)
+    sender = conn.create_sender(None, name="dropper")
+    for n in range(3):
+        delivery = send_async(sender, f"lost {n}", address="nobody.here")
+        delivery.settle()
+    conn.wait(lambda: any(
+        row["name"] == "dropper" and row["droppedPresettledCount"] == 3
+        for row in mgmt.query("router.link", "name", "droppedPresettledCount")),
+        timeout=10, msg="the sender's link counting the drops")
+    [after] = mgmt.query("router", "droppedPresettledDeliveries")
+    assert after["droppedPresettledDeliveries"] - before["droppedPresettledDeliveries"] == 3
+    conn.close()
+
+
 def test_created_address_changes_the_distribution_of_new_links(hop: Hop,
                                                                 mgmt: Management) -> None:
     status, _, created = mgmt.request({"prefix": "fan", "distribution": "multicast"},
