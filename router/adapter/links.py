@@ -50,7 +50,7 @@ class Links:
             self.relay.routed_gone(link)
         link.handle = None
         link.conn.delivered_gone += link.delivered
-        if link.conn.role is not Role.INTER_ROUTER and not isinstance(link, RoutedEnd):
+        if link.conn.role is not Role.INTER_ROUTER or isinstance(link, RoutedEnd):
             tally(self.retired, link)
 
     def pop(self, lptr: Any) -> Link | None:

@@ -106,6 +106,8 @@ class RouterStats:
         conns = [conn.core for conn in self._connections.conns.values()]
         totals = dict(self._links.retired)
         for conn in conns:
+            for end in conn.routed.values():
+                tally(totals, end)
             if conn.role is Role.INTER_ROUTER:
                 continue
             for il in conn.in_links.values():
@@ -143,7 +145,7 @@ class RouterStats:
                                 for link in links.values()),
             deliveriesIngress=totals["ingress"],
             deliveriesEgress=totals["egress"],
-            deliveriesTransit=sum(r.transit for r in core.records.values()),
+            deliveriesTransit=sum(r.transit for r in core.records.values()) + totals["transit"],
             deliveriesIngressRouteContainer=totals["ingress_rc"],
             deliveriesEgressRouteContainer=totals["egress_rc"],
             deliveriesRedirectedToFallback=c.redirected,

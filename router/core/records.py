@@ -655,14 +655,34 @@ def count_outcome(link: InLink | OutLink | RoutedEnd, state: int) -> None:
 
 #: The router-wide delivery totals ``tally`` adds to (management's ``router`` entity).
 TALLY_KEYS = ("accepted", "rejected", "released", "modified", "presettled", "ingress",
-              "egress", "ingress_rc", "egress_rc", "delayed1", "delayed10")
+              "egress", "ingress_rc", "egress_rc", "delayed1", "delayed10", "transit")
 
 
-def tally(totals: dict[str, int], link: InLink | OutLink) -> None:
+def tally(totals: dict[str, int], link: InLink | OutLink | RoutedEnd) -> None:
     """Add an endpoint link's counters to router-wide ``totals`` (keys ``TALLY_KEYS``):
     the outcomes the router gave producers, deliveries in and out, and those on
-    route-container connections."""
+    route-container connections.  A link-routed link counts as qdrouterd
+    counts one, on any connection: what arrives on it is ingress, what leaves
+    on it toward another router transit, else egress."""
     container = link.conn.role is Role.ROUTE_CONTAINER
+    if isinstance(link, RoutedEnd):
+        if link.receiving:
+            acc, rej, rel, mod = link.outcomes
+            totals["accepted"] += acc
+            totals["rejected"] += rej
+            totals["released"] += rel
+            totals["modified"] += mod
+            totals["presettled"] += link.presettled
+            totals["ingress"] += link.delivered
+            if container:
+                totals["ingress_rc"] += link.delivered
+        elif link.conn.role is Role.INTER_ROUTER:
+            totals["transit"] += link.delivered
+        else:
+            totals["egress"] += link.delivered
+            if container:
+                totals["egress_rc"] += link.delivered
+        return
     if isinstance(link, InLink):
         acc, rej, rel, mod = link.outcomes
         totals["accepted"] += acc

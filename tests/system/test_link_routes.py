@@ -46,6 +46,9 @@ def test_a_sender_and_a_receiver_are_link_routed_to_the_broker_queue(
                                    + LOG_INFO))
     hop.wait_log(r"Link Route Activated")
     conn = connect(hop.url)
+    mgmt = Management(hop.url)
+    counters = ("deliveriesIngressRouteContainer", "deliveriesEgressRouteContainer")
+    [before] = mgmt.query("router", *counters)
     try:
         sender = conn.create_sender("lr.one")
         assert send_settled(conn, sender, [f"m{i}" for i in range(5)]) \
@@ -53,8 +56,12 @@ def test_a_sender_and_a_receiver_are_link_routed_to_the_broker_queue(
         assert rabbitmq.queue_depth("lr.one") == 5
         receiver = conn.create_receiver("lr.one", credit=10)
         assert [m.body for m in receive_all(receiver, 5)] == [f"m{i}" for i in range(5)]
+        [after] = mgmt.query("router", *counters)
+        assert {k: after[k] - before[k] for k in counters} == dict.fromkeys(counters, 5), \
+            "routed deliveries count in the router's totals"
     finally:
         conn.close()
+        mgmt.close()
     assert "Link-routed attach: dir=in address=lr.one" in hop.log_text()
 
 
