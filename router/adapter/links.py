@@ -14,7 +14,7 @@ from typing import Any
 
 from router.adapter.forwarder import Forwarder
 from router.adapter.relay import Relay
-from router.core import TALLY_KEYS, InLink, OutLink, Role, RoutedEnd, tally
+from router.core import TALLY_KEYS, InLink, OutLink, RoutedEnd, tally
 
 Link = InLink | OutLink | RoutedEnd
 
@@ -50,8 +50,7 @@ class Links:
             self.relay.routed_gone(link)
         link.handle = None
         link.conn.delivered_gone += link.delivered
-        if link.conn.role is not Role.INTER_ROUTER or isinstance(link, RoutedEnd):
-            tally(self.retired, link)
+        tally(self.retired, link)
 
     def pop(self, lptr: Any) -> Link | None:
         """Remove ``lptr`` from the table and forget its link, if it had one."""

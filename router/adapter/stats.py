@@ -20,7 +20,7 @@ import router
 from router.adapter.links import Links
 from router.adapter.pending import Counters
 from router.adapter.ports import ConnectionControl
-from router.core import AddressRecord, Connection, Role, Router, tally
+from router.core import AddressRecord, Connection, Router, tally
 from router.management.sources import (
     IN_PROCESS_CONNECTION,
     address_statistics,
@@ -108,8 +108,6 @@ class RouterStats:
         for conn in conns:
             for end in conn.routed.values():
                 tally(totals, end)
-            if conn.role is Role.INTER_ROUTER:
-                continue
             for il in conn.in_links.values():
                 tally(totals, il)
             for ol in conn.out_links.values():

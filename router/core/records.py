@@ -661,9 +661,11 @@ TALLY_KEYS = ("accepted", "rejected", "released", "modified", "presettled", "ing
 def tally(totals: dict[str, int], link: InLink | OutLink | RoutedEnd) -> None:
     """Add an endpoint link's counters to router-wide ``totals`` (keys ``TALLY_KEYS``):
     the outcomes the router gave producers, deliveries in and out, and those on
-    route-container connections.  A link-routed link counts as qdrouterd
-    counts one, on any connection: what arrives on it is ingress, what leaves
-    on it toward another router transit, else egress."""
+    route-container connections.  As in qdrouterd, the outcomes of every
+    incoming link count, those from other routers too, so a message that
+    crosses three routers counts as accepted on each.  A link-routed link
+    counts on any connection: what arrives on it is ingress, what leaves on
+    it toward another router transit, else egress."""
     container = link.conn.role is Role.ROUTE_CONTAINER
     if isinstance(link, RoutedEnd):
         if link.receiving:
@@ -689,13 +691,15 @@ def tally(totals: dict[str, int], link: InLink | OutLink | RoutedEnd) -> None:
         totals["rejected"] += rej
         totals["released"] += rel
         totals["modified"] += mod
+        if link.conn.role is Role.INTER_ROUTER:
+            return  # a message from another router: only its outcome counts here
         totals["presettled"] += link.presettled
         totals["ingress"] += link.delivered
         totals["delayed1"] += link.delayed1
         totals["delayed10"] += link.delayed10
         if container:
             totals["ingress_rc"] += link.delivered
-    else:
+    elif link.conn.role is not Role.INTER_ROUTER:
         totals["egress"] += link.delivered
         if container:
             totals["egress_rc"] += link.delivered

@@ -10,7 +10,14 @@ import pytest
 from proton import Delivery, symbol
 from proton.utils import BlockingConnection
 
-from tests.system.clients import KNOWN_PATTERN, connect, known_pattern, send_async, wait_settled
+from tests.system.clients import (
+    KNOWN_PATTERN,
+    connect,
+    known_pattern,
+    send_async,
+    wait_all,
+    wait_settled,
+)
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop
 from tests.system.mgmt import PREFIX, Management
@@ -249,6 +256,38 @@ def test_another_routers_agent_is_reached_through_the_network(
         assert nodes == ["amqp:/_topo/0/A/$management", "amqp:/_topo/0/B/$management"]
     finally:
         local.close()
+
+
+def test_every_router_a_message_crossed_counts_its_outcome(start_router: StartRouter) -> None:
+    """As in qdrouterd, an outcome counts on each router's incoming link,
+    the one from the other router too; deliveries count where they enter
+    and leave the network."""
+    net = start_network(start_router, {"A": [], "B": ["A"]})
+    at_b = Management(net.url("B"))
+    counters = ("acceptedDeliveries", "deliveriesIngress", "deliveriesEgress")
+    try:
+        consumer = connect(net.url("B"))
+        receiver = consumer.create_receiver("crossing", credit=10)
+        [before] = at_b.query("router", *counters)
+        producer = connect(net.url("A"))
+        sender = producer.create_sender("crossing")
+        sent = [send_async(sender, f"m{i}") for i in range(4)]
+        wait_all([producer, consumer], lambda: receiver.fetcher.has_message == 4,
+                 what="arrivals")
+        for _ in sent:
+            receiver.receive(timeout=10)
+            receiver.accept()
+        wait_all([producer, consumer], lambda: all(d.settled for d in sent), what="outcomes")
+        assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 4
+        [after] = at_b.query("router", *counters)
+        delta = {k: after[k] - before[k] for k in counters}
+        # The queries themselves are one more delivery in and out, accepted.
+        assert delta == {"acceptedDeliveries": 5, "deliveriesIngress": 1,
+                         "deliveriesEgress": 5}
+        producer.close()
+        consumer.close()
+    finally:
+        at_b.close()
 
 
 def test_a_request_without_reply_to_is_rejected(hop: Hop, mgmt: Management) -> None:
