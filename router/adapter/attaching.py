@@ -64,13 +64,12 @@ def remote_detach(lptr: Any) -> Detach:
 
 
 def detach_error(lptr: Any) -> str:
-    """Why the peer detached a link, as one line: ``condition: description``."""
+    """Why the peer detached a link, as qdrouterd's ``lastError`` gives it:
+    the error's description, else its condition ("" without an error)."""
     detach = remote_detach(lptr)
     if detach.condition is None:
         return ""
-    if detach.description:
-        return f"{detach.condition}: {detach.description}"
-    return detach.condition
+    return detach.description or detach.condition
 
 
 class Attaching:
