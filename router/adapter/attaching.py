@@ -253,7 +253,11 @@ class Attaching:
                 links.pop(lptr)
                 return self.router.routed_lost(link)
             routed = self.router.routed_detached(link, remote_detach(lptr))
-            if not link.answer_awaited:
+            if link.answer_awaited:
+                # Nothing more passes through it: what did is settled now
+                # (a partial copy aborted before the detach goes on).
+                links.relay.routed_gone(link)
+            else:
                 links.pop(lptr)
             return routed
         links.pop(lptr)

@@ -34,6 +34,7 @@ class Peer(MessagingHandler):  # type: ignore[misc]
         self.listen = listen
         self.lock = threading.Lock()
         self.dynamic_nodes = 0
+        self.aborted = 0
         self._container = Container(self)
         self._container.container_id = container_id
         # The reactor is not thread-safe: the test stops it through an event.
@@ -56,6 +57,9 @@ class Peer(MessagingHandler):  # type: ignore[misc]
             event.container.listen(self.url)
         else:
             event.container.connect(self.url, reconnect=False)
+
+    def on_aborted(self, event: Any) -> None:
+        self.aborted += 1
 
     def on_link_opening(self, event: Any) -> None:
         link = event.link

@@ -242,6 +242,16 @@ def test_an_aborted_transfer_is_aborted_toward_the_container(start_router: Start
             kept = send_async(sender, "kept")
             assert wait_settled(conn, kept) == Delivery.ACCEPTED
             assert [body for _, body, _ in sink.received] == ["kept"]
+            assert sink.aborted == 1
+            # A sender that detaches in the middle of a message: the
+            # container's copy is aborted before the detach reaches it.
+            leaving = conn.create_sender("lrab.q", name="leaving")
+            leaving.link.delivery(b"cut")
+            leaving.link.stream(encoded[:40000])
+            pump(conn, 0.5)
+            leaving.close()
+            pump(conn, 0.5)
+            assert sink.aborted == 2
         finally:
             conn.close()
     finally:
