@@ -18,8 +18,10 @@ the pair and which actions the other end gets:
   the lost side's terminus was resumable.
 * ``near closing`` / ``far closing``: the side that detached waits for the
   other side's detach, which is its answer (so a client that only detaches
-  learns whether the container closed the link); losing the other side's
-  connection answers it with ``qd:routed-link-lost``.
+  learns whether the container closed the link); a side that closed is
+  answered closed whatever the other side's flag (AMQP 1.0 section 2.6.6:
+  a close is answered by a close); losing the other side's connection
+  answers it with ``qd:routed-link-lost``.
 * ``closed``: nothing more happens; a late event is a bug and raises.
 
 While attaching or refused, the side that detached is answered by whoever
@@ -144,6 +146,8 @@ class RoutedLink(Generic[E]):
     state: PairState = PairState.ATTACHING
     near_resumable: bool = False
     far_resumable: bool = False
+    #: The side that detached first closed its link (not only detached it).
+    closing_closed: bool = False
 
     def fire(self, event: PairEvent, detach: Detach | None = None) -> list[PairAction]:
         """Apply ``event``; return what the ends get.
@@ -162,8 +166,13 @@ class RoutedLink(Generic[E]):
             raise LinkRouteError(f"routed link: event {event.value!r} in state "
                                  f"{self.state.value!r}") from None
         log.debug("routed link %s -> %s (%s)", self.state.value, state.value, event.value)
+        answering = self.state in (PairState.NEAR_CLOSING, PairState.FAR_CLOSING)
         self.state = state
         passed = self._detach_for(event, detach)
+        if self.closing_side is not None:
+            self.closing_closed = passed.closed
+        elif answering and self.closing_closed and not passed.closed:
+            passed = attrs.evolve(passed, closed=True)
         actions: list[PairAction] = []
         for act in acts:
             if isinstance(act, AnswerNear):

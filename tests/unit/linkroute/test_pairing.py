@@ -63,7 +63,7 @@ def test_the_side_that_detached_is_answered_by_the_other_sides_detach() -> None:
     assert (p.state, p.closing_side) == (PairState.CLOSED, None)
     q = pair()
     q.fire(E.ANSWERED)
-    q.fire(E.FAR_DETACHED, Detach())
+    q.fire(E.FAR_DETACHED, only_detached)
     assert q.closing_side is Side.FAR
     assert q.fire(E.NEAR_DETACHED, only_detached) == [
         DetachSide(side=Side.FAR, detach=only_detached)]
@@ -136,3 +136,11 @@ def test_every_pair_ends_closed_whatever_happens_first() -> None:
             if p.closing_side is not None:
                 p.fire(answer[p.closing_side], Detach())
             assert p.state is PairState.CLOSED
+
+
+def test_a_side_that_closed_is_answered_closed_whatever_the_other_side_says() -> None:
+    p = pair()
+    p.fire(E.ANSWERED)
+    p.fire(E.NEAR_DETACHED, Detach(closed=True))
+    assert p.fire(E.FAR_DETACHED, Detach(condition="x", closed=False)) == [
+        DetachSide(side=Side.NEAR, detach=Detach(condition="x", closed=True))]
