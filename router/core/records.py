@@ -225,6 +225,7 @@ class InLink:
         "partial",
         "phase",
         "presettled",
+        "priority",
         "record",
         "router_link",
         "stuck",
@@ -296,6 +297,8 @@ class InLink:
         # their credit back as soon as a delivery is forwarded (docs/routing.md#credit).
         self.router_link: Any = None
         self.control = False
+        #: An inter-router data link's priority (0-9, its attach order), else None.
+        self.priority: int | None = None
         # Links of an edge connection get their credit back on forwarding
         # too, and never feed a link of that connection (docs/networks.md#edge-routers).
         self.transit = conn.role is Role.EDGE
@@ -484,7 +487,7 @@ class RouterLink:
     (docs/networks.md#inter-router-connections).
     """
 
-    __slots__ = ("conn", "control", "cost", "data", "link_id", "peer",
+    __slots__ = ("conn", "control", "cost", "data", "data_in", "link_id", "peer",
                  "ready")
 
     def __init__(self, link_id: int, conn: Connection, cost: int) -> None:
@@ -494,6 +497,8 @@ class RouterLink:
         self.peer: str | None = None
         self.control: OutLink | None = None
         self.data: list[OutLink | None] = [None] * PRIORITIES
+        #: Router-incoming data links attached so far (the next one's priority).
+        self.data_in = 0
         self.ready = False
 
     def data_link(self, priority: int) -> OutLink | None:

@@ -767,6 +767,8 @@ class Router:
         link = InLink(self._link_id(), conn, name=name, address=None, record=None, handle=handle)
         link.router_link = rlink
         link.transit = True
+        link.priority = min(rlink.data_in, PRIORITIES - 1)
+        rlink.data_in += 1
         conn.in_links[link.link_id] = link
         return link
 

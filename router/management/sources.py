@@ -101,7 +101,7 @@ def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
         else Watch.zero_credit_seconds(link, now),
         settleRate=0,
         ingressHistogram=None,
-        priority=link.priority if isinstance(link, OutLink) else None,
+        priority=link.priority,
     )
 
 

@@ -30,7 +30,7 @@ from router.core.routing import (
     decode_envelope,
     encode_control,
 )
-from tests.unit.router.helpers import converge, interior
+from tests.unit.router.helpers import converge, interior, neighbour
 
 
 def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> None:
@@ -143,3 +143,12 @@ def test_losing_the_only_path_blocks_senders() -> None:
     effects = router.network._apply([RoutesChanged(routes=compute_routes({"A": {}}, "A"),
                                                    neighbors={})], 0.0)
     assert effects == [BlockSender(link=sender.link)]
+
+
+def test_data_links_take_their_attach_order_as_priority_both_ways() -> None:
+    router = interior()
+    rlink = neighbour(router, 1, 1)
+    assert [out.priority for out in rlink.data if out is not None] == list(range(10))
+    incoming = [router.data_link_attached(rlink.conn, outgoing=False, name=f"i{n}",
+                                          handle=object(), cost=1) for n in range(10)]
+    assert [link.priority for link in incoming] == list(range(10))
