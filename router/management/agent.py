@@ -237,6 +237,11 @@ class Agent:
 
     def handle(self, request: Request) -> Response:
         """Carry out ``request``; never raises for a bad request."""
+        if log.isEnabledFor(logging.DEBUG):
+            props = request.properties
+            log.debug("Agent request: operation=%s type=%s name=%s identity=%s",
+                      props.get("operation"), props.get("type"), props.get("name"),
+                      props.get("identity"))
         self.requester.origin = request.origin
         try:
             response = self._handle(request)

@@ -198,3 +198,11 @@ def test_link_routes_and_auto_links_show_their_deprecated_names_too() -> None:
     assert (link["address"], link["addr"], link["dir"]) == ("q", "q", "in")  # type: ignore[index]
     identities = (route["identity"], link["identity"])  # type: ignore[index]
     assert identities == ("1", "2"), "configuration entities share one sequence of identities"
+
+
+def test_each_request_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    a = agent()
+    with caplog.at_level("DEBUG", logger="router.management.agent"):
+        call(a, operation="GET-LOG", type="org.amqp.management", name="self")
+    assert "Agent request: operation=GET-LOG type=org.amqp.management name=self" \
+        in caplog.text
