@@ -315,7 +315,7 @@ class Schema:
                 attributes[a.name] = described
             if attributes:
                 entry["attributes"] = attributes
-            types[t.fully_qualified] = entry
+            types[t.name] = entry  # keyed by the short name, as qdrouterd's schema
         return {"prefix": PREFIX.rstrip("."), "entityTypes": types}
 
 

@@ -46,9 +46,9 @@ def test_node_operations_describe_the_schema(mgmt: Management) -> None:
                                     entityType=PREFIX + "log")
     assert attributes[PREFIX + "log"][:4] == ["name", "identity", "type", "module"]
     _, _, schema = mgmt.request(operation="GET-SCHEMA", name="self")
-    listener = schema["entityTypes"][PREFIX + "listener"]
+    listener = schema["entityTypes"]["listener"]
     assert listener["attributes"]["port"]["default"] == "amqp"
-    ssl_profile = schema["entityTypes"][PREFIX + "sslProfile"]["attributes"]
+    ssl_profile = schema["entityTypes"]["sslProfile"]["attributes"]
     assert ssl_profile["certFile"] == {"type": "path", "description": "own certificate (PEM)",
                                        "create": True, "update": True}
     assert mgmt.request(operation="GET-MGMT-NODES", name="self")[2] == []

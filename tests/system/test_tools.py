@@ -344,7 +344,7 @@ def test_node_operations(hop: Hop) -> None:
     assert attributes[:3] == ["name", "identity", "type"]
     assert hopmanage(hop, "get-mgmt-nodes") == []
     schema = hopmanage(hop, "get-schema")
-    assert PREFIX + "listener" in schema["entityTypes"]
+    assert schema["entityTypes"]["listener"]["fullyQualifiedType"] == PREFIX + "listener"
     records = hopmanage(hop, "get-log", "--limit", "2")
     assert len(records) == 2 and all(len(r) == 6 for r in records)
 

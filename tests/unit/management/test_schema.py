@@ -9,7 +9,7 @@ import conf
 from conf.fields import schema_fields
 from router.management import PREFIX, Agent, Request
 
-GROUP_TYPE = PREFIX + "vhostUserGroupSettings"
+GROUP_TYPE = "vhostUserGroupSettings"  # keyed by short names, as qdrouterd's schema
 
 
 def schema() -> Any:
@@ -22,6 +22,7 @@ def schema() -> Any:
 
 def test_get_schema_describes_the_user_group_settings_as_the_conf_declares_them() -> None:
     groups = schema()["entityTypes"][GROUP_TYPE]
+    assert groups["fullyQualifiedType"] == PREFIX + GROUP_TYPE
     assert groups["extends"] == PREFIX + "configurationEntity"
     assert "operations" not in groups, "read with their vhost, never as rows of their own"
     attributes = groups["attributes"]
@@ -41,5 +42,5 @@ def test_get_schema_describes_the_user_group_settings_as_the_conf_declares_them(
 
 
 def test_the_vhost_s_groups_attribute_is_a_map() -> None:
-    vhost = schema()["entityTypes"][PREFIX + "vhost"]["attributes"]
+    vhost = schema()["entityTypes"]["vhost"]["attributes"]
     assert vhost["groups"]["type"] == "map" and vhost["groups"]["update"] is True
