@@ -284,8 +284,8 @@ class ListenerSection(Section, _ConnectionHelpers):
         metadata=setting(
             "multiTenant",
             BooleanType(),
-            "prefix addresses with the vhost",
-            ignored="multi-tenant address prefixing is not implemented",
+            "each connection's addresses live in the namespace of its vhost (the policy "
+            "vhost, else the OPEN hostname): prefixed with '<vhost>/' inside the router",
         ),
     )
     failover_urls: str | None = attrs.field(

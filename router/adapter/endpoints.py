@@ -159,6 +159,20 @@ def dynamic_route_address(terminus: Any) -> str | None:
     return None
 
 
+def set_dynamic_route_address(terminus: Any, address: str) -> None:
+    """Make a dynamic terminus ask to be link-routed by ``address`` (the
+    routed form of the client's, in its vhost's namespace on a multi-tenant
+    listener), keeping its other dynamic-node-properties."""
+    data = Data(lib.pn_terminus_properties(terminus))
+    data.rewind()
+    properties = data.get_object() if data.next() else None
+    if not isinstance(properties, dict):
+        return
+    properties = {**properties, symbol(LINK_ROUTE_PROPERTY): address}
+    data.clear()
+    data.put_object(properties)
+
+
 def facing_address(terminus: Any) -> str | None:
     """The address a link route matches: a coordinator's is ``$coordinator``."""
     if lib.pn_terminus_get_type(terminus) == lib.PN_COORDINATOR:
@@ -328,6 +342,7 @@ __all__ = [
     "RouterLinkAccepted",
     "attach",
     "close_link",
+    "dynamic_route_address",
     "facing_address",
     "may_modify",
     "new_session",
@@ -337,5 +352,6 @@ __all__ = [
     "resumable",
     "router_link",
     "set_condition",
+    "set_dynamic_route_address",
     "set_window",
 ]

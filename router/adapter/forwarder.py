@@ -49,6 +49,7 @@ from router.core import (
     strip_router_annotations,
     user_id_of,
 )
+from router.core.message import NO_ANNOTATIONS
 from router.core.settlement import REJECTED
 
 log = logging.getLogger(__name__)
@@ -272,6 +273,12 @@ class Forwarder:
                     self.outcomes.finish(d, il, REJECTED, "amqp:decode-error",
                                          "invalid message format")
                     return
+            if il.conn.tenant is not None and (ann is None or ann.to is None) and info.to:
+                # A multi-tenant producer's ``to`` is in its vhost's namespace;
+                # routers further on read it from x-opt-qd.to.
+                to = self.router.in_tenant(il.conn, info.to)
+                if to != info.to:
+                    ann = (ann if ann is not None else NO_ANNOTATIONS)._replace(to=to)
             record = self.network.anonymous_record(d, il, info, ann)
             if record is None:
                 return

@@ -110,7 +110,7 @@ class Connections(ReadOnly):
                 sslProto=None if ssl is None else ssl.protocol_name(),
                 sslCipher=None if ssl is None else ssl.cipher_name(),
                 sslSsf=None,
-                tenant=None,
+                tenant=conn.core.tenant,
                 uptimeSeconds=int(now - conn.started),
                 lastDlvSeconds=conn.core.last_delivery_seconds(now),
                 properties=_remote_properties(conn.pn_conn) if conn.opened else {},

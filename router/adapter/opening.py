@@ -34,6 +34,7 @@ from router.adapter.endpoints import (
     set_window,
 )
 from router.adapter.pn import lib, to_str
+from router.adapter.settings import ListenerSettings
 from router.adapter.tls import TlsProfile
 from router.core import PRIORITIES, Effect, Role, Router
 from router.core.policy import Denied, Grant, Policy
@@ -156,6 +157,11 @@ class Opening:
                             conn.user or "anonymous", grant.reason)
             return grant
         self._granted(conn, grant)
+        settings = conn.settings
+        if isinstance(settings, ListenerSettings) and settings.multi_tenant:
+            vhost = grant.vhost.hostname if grant.vhost is not None \
+                else to_str(lib.pn_connection_remote_hostname(cptr))
+            conn.core.tenant = f"{vhost}/" if vhost else None
         group = grant.group
         if group is not None:
             if group.max_frame_size is not None:

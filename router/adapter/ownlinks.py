@@ -20,11 +20,13 @@ from proton import Data, symbol
 from autolink import AutoLink
 from router.adapter.connections import Conn, token
 from router.adapter.endpoints import (
+    dynamic_route_address,
     facing_address,
     may_modify,
     new_session,
     resumable,
     set_condition,
+    set_dynamic_route_address,
 )
 from router.adapter.links import Links
 from router.adapter.pending import Pending
@@ -247,9 +249,12 @@ class OwnLinks:
         lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(near_lptr))
         lib.pn_terminus_copy(lib.pn_link_target(lptr), lib.pn_link_remote_target(near_lptr))
         facing = lib.pn_link_source(lptr) if far.receiving else lib.pn_link_target(lptr)
-        if lib.pn_terminus_get_type(facing) != lib.PN_COORDINATOR \
-                and not lib.pn_terminus_is_dynamic(facing):
+        if lib.pn_terminus_get_type(facing) == lib.PN_COORDINATOR:
+            pass
+        elif not lib.pn_terminus_is_dynamic(facing):
             lib.pn_terminus_set_address(facing, effect.address.encode())
+        elif dynamic_route_address(facing) not in (None, effect.address):
+            set_dynamic_route_address(facing, effect.address)
         lib.pn_link_set_snd_settle_mode(lptr, lib.pn_link_remote_snd_settle_mode(near_lptr))
         lib.pn_link_set_rcv_settle_mode(lptr, lib.pn_link_remote_rcv_settle_mode(near_lptr))
         far.handle = lptr

@@ -82,6 +82,9 @@ class ListenerSettings(ConnectionSettings):
     http: bool
     metrics: bool
     healthz: bool
+    #: Addresses on its connections live in their vhost's namespace
+    #: (docs/routing.md#multi-tenant-listeners).
+    multi_tenant: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -183,6 +186,7 @@ def listener_settings(section: conf.ListenerSection,
         http=section.http,
         metrics=section.metrics,
         healthz=section.healthz,
+        multi_tenant=section.multi_tenant,
         **_connection_settings(section),
     )
 

@@ -291,6 +291,9 @@ class LinkRouting:
                 route = pair.far.route
                 if answer is not None and route is not None:
                     answer = client_address(answer, route)
+                tenant = pair.near.conn.tenant
+                if answer is not None and tenant is not None and answer.startswith(tenant):
+                    answer = answer[len(tenant):]  # the client's own namespace
                 effects.append(AnswerAttach(near=pair.near, address=None if null else answer,
                                             null=null))
             else:

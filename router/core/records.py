@@ -48,6 +48,7 @@ class Connection:
         "streaming_links",
         "strip_in",
         "strip_out",
+        "tenant",
         "user_id",
     )
 
@@ -91,6 +92,9 @@ class Connection:
         # The peer (another router) takes a link of its own per streamed
         # message (it offered ``qd.streaming-links``).
         self.streaming_links = False
+        # On a multi-tenant listener, ``"<vhost>/"``: the namespace its mobile
+        # addresses live in (docs/routing.md#multi-tenant-listeners).
+        self.tenant: str | None = None
         # Deliveries counted on its links that are gone, the total last
         # looked at and when it last grew (``note_deliveries``): the time of
         # the last delivery, kept off the per-message path.

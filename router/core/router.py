@@ -213,6 +213,18 @@ class Router:
         self._next_link_id += 1
         return LinkId(self._next_link_id)
 
+    def in_tenant(self, conn: Connection, address: str) -> str:
+        """``address`` as the router keeps it for ``conn``: a mobile address of a
+        connection on a multi-tenant listener lives in its vhost's namespace,
+        ``<vhost>/<address>`` (docs/routing.md#multi-tenant-listeners)."""
+        tenant = conn.tenant
+        if tenant is None or not address:
+            return address
+        key = classify(address, router_id=self.router_id, edge_mode=self.edge_mode)
+        if key is None or key.cls is not AddressClass.MOBILE:
+            return address
+        return tenant + address
+
     def _unavailable(self, key: RoutingKey | None) -> bool:
         """An address whose treatment is unavailable is refused unless its
         record exists already with another one, as the router's own
@@ -492,6 +504,8 @@ class Router:
                           handle=handle)
             conn.in_links[link.link_id] = link
             return IncomingAccepted(link=link, address=None), []
+        if conn.tenant is not None and not dynamic:
+            address = self.in_tenant(conn, address)
         distribution, spec = self._treatment(address)
         ingress = spec.phases[0] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
@@ -547,6 +561,8 @@ class Router:
                 else f"amqp:/_topo/0/{self.router_id}/temp.{self._token()}"
         if not address:
             return NO_ROUTE, []
+        if conn.tenant is not None and not dynamic:
+            address = self.in_tenant(conn, address)
         distribution, spec = self._treatment(address)
         egress = spec.phases[1] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
@@ -675,6 +691,8 @@ class Router:
                            required: bool = False
                            ) -> tuple[RoutedEnd | AttachRefused | None, list[Effect]]:
         """An attach whose address may match a link route: see ``LinkRouting.attach``."""
+        if conn.tenant is not None:
+            address = self.in_tenant(conn, address)
         return self.link_routing.attach(conn, name=name, address=address, receiving=receiving,
                                         resumable=resumable, handle=handle, required=required)
 
