@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 import attrs
@@ -49,6 +50,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "POLICY": ("router.adapter.attaching.policy",
                "router.adapter.opening.policy", "router.adapter.events.policy",
                "router.adapter.listeners.policy", "router.adapter.managed.policy"),
+    "PROTOCOL": ("router.adapter.tracing",),
     "DEFAULT": ("addressing", "conf"),
 }
 MODULES = tuple(module.value for module in conf.LogModule)
@@ -135,6 +137,8 @@ class _ModuleFilter(logging.Filter):
         self.masks = masks
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "qd_forced", False):
+            return True  # a connection's own protocol trace (enableProtocolTrace)
         module = getattr(record, "qd_module", None) or module_of(record.name)
         return record.levelno in self.masks.get(module, self.masks["DEFAULT"])
 
@@ -169,6 +173,21 @@ class Recorder(logging.Handler):
 
 RECORDER = Recorder()
 _current: dict[str, LogSpec] = {}
+#: Called after each change of settings (``configure``): the adapter turns
+#: frame tracing on or off as the PROTOCOL module's level says.  Held weakly,
+#: so that a router that stopped (an embedded one) is forgotten.
+_CHANGED: list[weakref.WeakMethod[Callable[[], None]]] = []
+
+
+def on_change(method: Callable[[], None]) -> None:
+    """Call the bound ``method`` after every change of the settings."""
+    _CHANGED.append(weakref.WeakMethod(method))
+_levels: dict[str, frozenset[int]] = {}
+
+
+def enabled(module: str, level: int) -> bool:
+    """Whether ``module`` (a qdrouterd module name) logs at ``level`` now."""
+    return level in _levels.get(module, frozenset())
 
 
 def current() -> dict[str, LogSpec]:
@@ -244,8 +263,16 @@ def configure(specs: Iterable[LogSpec]) -> None:
             handler.close()
     _current.clear()
     _current.update(by_module)
+    _levels.clear()
+    _levels.update({module: eff.levels for module, eff in effective.items()})
     root.addHandler(RECORDER)
     for handler in handlers:
         root.addHandler(handler)
     lowest = min((min(e.levels) for e in effective.values() if e.levels), default=logging.CRITICAL)
     root.setLevel(lowest)
+    for ref in list(_CHANGED):
+        method = ref()
+        if method is None:
+            _CHANGED.remove(ref)
+        else:
+            method()

@@ -65,8 +65,8 @@ class Conn:
 
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
                  "holds", "opened",
-                 "peer", "pn_conn", "settings", "sock", "ssl", "started", "tptr", "transport",
-                 "user", "want_write")
+                 "peer", "pn_conn", "protocol_trace", "settings", "sock", "ssl", "started",
+                 "tptr", "tracing", "transport", "user", "want_write")
 
     def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
                  transport: Transport, pn_conn: PnConnection, peer: str, now: float,
@@ -94,6 +94,11 @@ class Conn:
         self.closed = False
         self.opened = False
         self.started = now
+        #: Management turned this connection's frame trace on or off
+        #: (``enableProtocolTrace``; None: as the PROTOCOL module's level says);
+        #: ``tracing``: its frames are traced now.
+        self.protocol_trace: bool | None = None
+        self.tracing = False
         # When a connection this side closed is dropped if the peer has not
         # answered the close by then (0: none).
         self.deadline = 0.0

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 import conf
 from router import logs
+from router.adapter import tracing
 from router.adapter.certificates import Certificates
 from router.adapter.connections import Connector, Listener
 from router.adapter.peergroup import PeerGroup
@@ -103,7 +104,7 @@ class Connections(ReadOnly):
                 role=conn.core.role.value,
                 isAuthenticated=bool(user) and mech not in (None, "ANONYMOUS"),
                 isEncrypted=encrypted,
-                enableProtocolTrace=False,
+                enableProtocolTrace=conn.tracing,
                 sasl=mech,
                 user=user,
                 ssl=ssl is not None,
@@ -121,7 +122,22 @@ class Connections(ReadOnly):
         return rows
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:
-        """``adminStatus: deleted`` closes a client or route-container connection."""
+        """``adminStatus: deleted`` closes a client or route-container connection;
+        ``enableProtocolTrace`` turns its frame trace on or off."""
+        if "enableProtocolTrace" in attributes:
+            value = attributes["enableProtocolTrace"]
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                value = value.lower() == "true"  # as qdmanage sends it
+            if not isinstance(value, bool):
+                raise ManagementError(400, "enableProtocolTrace must be a boolean")
+            for conn in self._connections.conns.values():
+                if str(conn.core.conn_id) == row["identity"]:
+                    conn.protocol_trace = value
+                    tracing.apply(conn)
+                    row = {**row, "enableProtocolTrace": value}
+                    break
+            if "adminStatus" not in attributes:
+                return Changed(row=row)
         status = attributes.get("adminStatus", "enabled")
         if status not in ("enabled", "deleted"):
             raise ManagementError(400, f"adminStatus must be 'enabled' or 'deleted', "

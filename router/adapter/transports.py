@@ -22,6 +22,8 @@ from typing import Any, Final
 from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
 
+from router import logs
+from router.adapter import tracing
 from router.adapter.connections import (
     Conn,
     Connector,
@@ -72,6 +74,7 @@ class Transports:
         #: Connections whose transport has ended, to be torn down.
         self.finished: list[Conn] = []
         self._next_conn_id = 0
+        logs.on_change(self.trace_all)
         self._rbuf = bytearray(_IO_BUFFER)
         self._rcbuf = ffi.from_buffer(self._rbuf)
         self._wbuf = bytearray(_IO_BUFFER)
@@ -119,6 +122,7 @@ class Transports:
         lib.pn_connection_collect(pn_conn._impl, self.collector)
         conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)
         conn.ssl = ssl
+        tracing.apply(conn)
         core.handle = conn
         self.conns[conn.fd] = conn
         self.by_transport[conn.tptr] = conn
@@ -135,6 +139,13 @@ class Transports:
             self.dirty.add(conn)
         self.tick_one(conn, self.clock())
         return conn
+
+    def trace_all(self) -> None:
+        """The log settings changed: every connection's frame tracing follows
+        the PROTOCOL module again."""
+        for conn in self.conns.values():
+            conn.protocol_trace = None
+            tracing.apply(conn)
 
     # -- I/O ---------------------------------------------------------------------------
 

@@ -102,8 +102,9 @@ def text(description: str) -> Any:
     return _field(Stat(type="string", description=description))
 
 
-def flag(description: str, *, default: bool | None = None) -> Any:
-    return _field(Stat(type="boolean", description=description, default=default))
+def flag(description: str, *, default: bool | None = None, update: bool = False) -> Any:
+    return _field(Stat(type="boolean", description=description, default=default,
+                       update=update))
 
 
 def items(description: str) -> Any:
@@ -353,7 +354,9 @@ class ConnectionStatistics:
     role: str = text("connection role")
     isAuthenticated: bool = flag("SASL authenticated the peer")
     isEncrypted: bool = flag("the connection uses TLS")
-    enableProtocolTrace: bool = flag("not supported by Hop", default=False)
+    enableProtocolTrace: bool = flag(
+        "log every AMQP frame of this connection under PROTOCOL at trace, whatever "
+        "that module's level", default=False, update=True)
     sasl: str | None = text("SASL mechanism used")
     user: str | None = text("authenticated user")
     ssl: bool = flag("the connection uses TLS")

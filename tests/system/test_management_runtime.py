@@ -226,3 +226,40 @@ def test_link_routes_and_auto_links_are_created_and_deleted_at_run_time(
     finally:
         client.close()
         mgmt.close()
+
+
+def _frames(hop: Hop, address: str) -> list[str]:
+    return [line for line in hop.log_text().splitlines()
+            if "PROTOCOL (trace)" in line and "@attach" in line and address in line]
+
+
+def test_the_protocol_trace_follows_the_module_and_each_connections_switch(
+        hop: Hop, mgmt: Management) -> None:
+    """docs/operations.md#protocol-trace"""
+    quiet = connect(hop.url)
+    quiet.create_receiver("untraced")
+    traced = connect(hop.url)
+    [row] = [c for c in mgmt.query("connection", "identity", "container",
+                                   "enableProtocolTrace")
+             if c["container"] == traced.conn.container]
+    assert row["enableProtocolTrace"] is False
+    status, _, updated = mgmt.request({"enableProtocolTrace": "true"}, operation="UPDATE",
+                                      type=PREFIX + "connection", identity=row["identity"])
+    assert (status, updated["enableProtocolTrace"]) == (200, True)
+    traced.create_receiver("alone")
+    quiet.create_receiver("still-untraced")
+    _wait(lambda: len(_frames(hop, "alone")) == 2, "the traced connection's attaches")
+    assert _frames(hop, "untraced") == [] and _frames(hop, "still-untraced") == []
+
+    assert mgmt.request({"enable": "trace+"}, operation="UPDATE", type=PREFIX + "log",
+                        name="log/PROTOCOL")[0] == 200
+    quiet.create_receiver("everyone")
+    _wait(lambda: len(_frames(hop, "everyone")) == 2, "every connection's frames")
+    assert mgmt.request({"enable": "info+"}, operation="UPDATE", type=PREFIX + "log",
+                        name="log/PROTOCOL")[0] == 200
+    quiet.create_receiver("off-again")
+    traced.create_receiver("off-for-all")
+    time.sleep(0.5)
+    assert _frames(hop, "off-again") == [] and _frames(hop, "off-for-all") == []
+    quiet.close()
+    traced.close()
