@@ -247,11 +247,18 @@ class Attaching:
         link = links.table.get(lptr)
         if link is None:
             return []
+        if isinstance(link, RoutedEnd) and link.answer_awaited:
+            # It detached already; its session ends before the answer came:
+            # nothing is left to answer.
+            links.pop(lptr)
+            return []
         log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
         if isinstance(link, RoutedEnd):
             if not answerable:
+                # Its session ended: the other side gets the session's error,
+                # and nothing answers this side any more.
                 links.pop(lptr)
-                return self.router.routed_lost(link)
+                return self.router.routed_detached(link, remote_detach(lptr))
             routed = self.router.routed_detached(link, remote_detach(lptr))
             if link.answer_awaited:
                 # Nothing more passes through it: what did is settled now

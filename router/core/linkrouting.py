@@ -254,15 +254,6 @@ class LinkRouting:
         event = PairEvent.NEAR_DETACHED if end is pair.near else PairEvent.FAR_DETACHED
         return self._act(pair, event, detach=detach)
 
-    def lost(self, end: RoutedEnd) -> list[Effect]:
-        """``end`` went without a detach (its session ended): the other side
-        gets routed-link-lost, as for a lost connection."""
-        pair = end.pair
-        if pair is None or pair.state is PairState.CLOSED:
-            return []
-        end.conn.routed.pop(end.link_id, None)
-        return self._act(pair, PairEvent.NEAR_LOST if end is pair.near else PairEvent.FAR_LOST)
-
     def connection_closed(self, conn: Connection, now: float) -> list[Effect]:
         """A connection went away: its pairs' other sides get routed-link-lost,
         and the link routes it alone served stop being advertised."""

@@ -705,9 +705,6 @@ class Router:
         """The peer detached one link of a link-routed pair."""
         return self.link_routing.detached(end, detach)
 
-    def routed_lost(self, end: RoutedEnd) -> list[Effect]:
-        """One link of a link-routed pair went with its session."""
-        return self.link_routing.lost(end)
 
     # -- the network -----------------------------------------------------------
 
