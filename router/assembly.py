@@ -23,6 +23,7 @@ import attrs
 
 import conf
 from addressing import AddressTable
+from router import logs
 from router.adapter import (
     ConnectorSettings,
     Engine,
@@ -107,6 +108,7 @@ def build_engine(*, core: Router, router_id: str,
     forwarder = Forwarder(core, router_id, pending, clock)
     relay = Relay(pending, forwarder.buffer)
     transports = Transports(loop, pending, router_id)
+    logs.on_change(transports, transports.trace_all)
     links = Links(forwarder, relay)
     own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
     trunks = Trunks(core, links, own, pending)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TextIO
@@ -173,15 +172,19 @@ class Recorder(logging.Handler):
 
 RECORDER = Recorder()
 _current: dict[str, LogSpec] = {}
-#: Called after each change of settings (``configure``): the adapter turns
-#: frame tracing on or off as the PROTOCOL module's level says.  Held weakly,
-#: so that a router that stopped (an embedded one) is forgotten.
-_CHANGED: list[weakref.WeakMethod[Callable[[], None]]] = []
+#: Called after each change of settings (``configure``), by owner: the
+#: adapter turns frame tracing on or off as the PROTOCOL module's level says.
+_CHANGED: dict[int, Callable[[], None]] = {}
 
 
-def on_change(method: Callable[[], None]) -> None:
-    """Call the bound ``method`` after every change of the settings."""
-    _CHANGED.append(weakref.WeakMethod(method))
+def on_change(owner: object, callback: Callable[[], None]) -> None:
+    """Call ``callback`` after every change of the settings, until ``forget(owner)``."""
+    _CHANGED[id(owner)] = callback
+
+
+def forget(owner: object) -> None:
+    """Stop calling what ``owner`` registered (a router that stopped)."""
+    _CHANGED.pop(id(owner), None)
 _levels: dict[str, frozenset[int]] = {}
 
 
@@ -270,9 +273,5 @@ def configure(specs: Iterable[LogSpec]) -> None:
         root.addHandler(handler)
     lowest = min((min(e.levels) for e in effective.values() if e.levels), default=logging.CRITICAL)
     root.setLevel(lowest)
-    for ref in list(_CHANGED):
-        method = ref()
-        if method is None:
-            _CHANGED.remove(ref)
-        else:
-            method()
+    for changed in list(_CHANGED.values()):
+        changed()

@@ -157,12 +157,14 @@ class Engine:
         for conn in list(conns.values()):
             self.events.tear_down(conn)
         self.loop.close_parts()
+        logs.forget(self.transports)
 
     def close(self) -> None:
         """Release the engine's descriptors (listeners, peer-group socket, the
         loop's own); for an engine that never ran or has finished running."""
         self.loop.close_parts()
         self.loop.close()
+        logs.forget(self.transports)
 
 
 __all__ = ["Engine"]

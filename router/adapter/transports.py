@@ -22,7 +22,6 @@ from typing import Any, Final
 from proton import SASL, SSL, Transport
 from proton import Connection as PnConnection
 
-from router import logs
 from router.adapter import tracing
 from router.adapter.connections import (
     Conn,
@@ -74,7 +73,6 @@ class Transports:
         #: Connections whose transport has ended, to be torn down.
         self.finished: list[Conn] = []
         self._next_conn_id = 0
-        logs.on_change(self.trace_all)
         self._rbuf = bytearray(_IO_BUFFER)
         self._rcbuf = ffi.from_buffer(self._rbuf)
         self._wbuf = bytearray(_IO_BUFFER)

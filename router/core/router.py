@@ -10,7 +10,6 @@ structures the forwarder reads, and only on attach and detach.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
@@ -136,6 +135,12 @@ def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
     return None
 
 
+
+def _drawn(next_id: Callable[[], LinkId]) -> Iterator[int]:
+    """Identities drawn from ``next_id`` one at a time, as they are asked for."""
+    while True:
+        yield int(next_id())
+
 class Router:
     """Address records and link binding for one router.
 
@@ -197,7 +202,7 @@ class Router:
         #: Identities of configuration entities (auto-links, link routes,
         #: addresses): drawn from the links' sequence, as qdrouterd's routing
         #: core numbers its links and configuration entities from one counter.
-        self.config_ids: Iterator[int] = (int(self._link_id()) for _ in itertools.count())
+        self.config_ids: Iterator[int] = _drawn(self._link_id)
         self.auto_links = AutoLinking(auto_links, link_id=self._link_id, ids=self.config_ids,
                                       bind=self._bind_auto_link,
                                       add_consumer=self._add_consumer,
