@@ -154,6 +154,23 @@ class Connections(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
+def _refuse_role(conf_name: str, mode: conf.RouterMode, attributes: dict[str, object]) -> None:
+    """A role that does not fit the router's mode is refused before the other
+    attributes are checked, as qdrouterd's agent refuses it (its clients
+    look for that reason)."""
+    role = attributes.get("role")
+    if role is None:
+        return
+    try:
+        probe = conf.build_section(conf_name, {"role": role})
+    except conf.ConfError:
+        return  # a bad role: the whole section's check says so
+    assert isinstance(probe, conf.ListenerSection | conf.ConnectorSection)
+    problem = conf.role_problem(mode, probe)
+    if problem is not None:
+        raise ManagementError(400, problem)
+
+
 def _remote_properties(pn_conn: object) -> dict[str, object]:
     """The peer's OPEN properties, keys as text (a management row holds no symbols)."""
     props = getattr(pn_conn, "remote_properties", None)
@@ -191,12 +208,10 @@ class Listeners(ReadOnly):
         return [row for row, _ in self._rows()]
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        certificates = self._certificates
+        _refuse_role("listener", certificates.router_section.mode, attributes)
         section = section_from("listener", name, attributes)
         assert isinstance(section, conf.ListenerSection)
-        certificates = self._certificates
-        problem = conf.role_problem(certificates.router_section.mode, section)
-        if problem is not None:
-            raise ManagementError(400, problem)
         try:
             settings = listener_settings(section, certificates.profiles,
                                          certificates.router_section)
@@ -262,11 +277,9 @@ class Connectors(ReadOnly):
         return [row for row, _ in self._rows()]
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        _refuse_role("connector", self._certificates.router_section.mode, attributes)
         section = section_from("connector", name, attributes)
         assert isinstance(section, conf.ConnectorSection)
-        problem = conf.role_problem(self._certificates.router_section.mode, section)
-        if problem is not None:
-            raise ManagementError(400, problem)
         try:
             settings = connector_settings(section, self._certificates.profiles)
         except (TlsError, SaslError) as error:

@@ -103,6 +103,12 @@ def test_a_standalone_router_refuses_to_create_an_inter_router_listener_or_conne
     assert description == ("role='standalone' not allowed to connect to or accept "
                            "connections from other routers. (a "
                            f"{kind} with role 'inter-router' on a standalone router)")
+    # The role is the reason even when another attribute is wrong too, as
+    # qdrouterd's clients expect.
+    _, description, _ = mgmt.request(
+        {"host": "127.0.0.1", "port": "77777", "role": "inter-router"},
+        operation="CREATE", type=PREFIX + kind, name="bad")
+    assert description.startswith("role='standalone' not allowed")
     assert [r for r in mgmt.query(kind, "name") if r["name"] == "bad"] == []
 
 
