@@ -296,9 +296,9 @@ class OwnLinks:
         lptr = end.handle
         if lptr is None:
             return
-        if not end.answer_asked:
-            # Else it stays served until its peer's detach answers this one.
-            self.links.table.pop(lptr, None)
+        if not end.answer_asked and self.links.pop(lptr) is None:
+            # (Else it stays served until its peer's detach answers this one;
+            # ``Links.pop`` settles what passed through it and keeps its counts.)
             self.relay.routed_gone(end)
             end.handle = None
         if effect.condition:

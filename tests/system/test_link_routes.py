@@ -7,6 +7,7 @@ and detaches pass straight through, on one router or across a network.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -59,6 +60,10 @@ def test_a_sender_and_a_receiver_are_link_routed_to_the_broker_queue(
         [after] = mgmt.query("router", *counters)
         assert {k: after[k] - before[k] for k in counters} == dict.fromkeys(counters, 5), \
             "routed deliveries count in the router's totals"
+        conn.close()  # the pairs end with the client's connection
+        time.sleep(0.5)
+        [closed] = mgmt.query("router", *counters)
+        assert closed == after, "the counts of routed links that went are kept"
     finally:
         conn.close()
         mgmt.close()
