@@ -85,6 +85,10 @@ class Connections(ReadOnly):
         now = self._clock()
         rows: list[Row] = []
         for conn in self._connections.conns.values():
+            if conn.closed or conn.deadline:
+                # Gone, or closed by this side and waiting for the peer's
+                # answer: as in qdrouterd, no longer listed.
+                continue
             cptr = conn.cptr
             transport = conn.transport
             sasl = transport.sasl()
@@ -95,7 +99,7 @@ class Connections(ReadOnly):
             ssl = conn.ssl if encrypted else None
             stats = ConnectionStatistics(
                 adminStatus="enabled",
-                operStatus="closing" if conn.closed else "up",
+                operStatus="up",
                 protocol="amqp",
                 container=container,
                 opened=conn.opened,

@@ -154,6 +154,9 @@ def test_a_connection_is_closed_by_updating_its_admin_status(hop: Hop,
     status, _, updated = mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
                                       type=PREFIX + "connection", identity=row["identity"])
     assert (status, updated["adminStatus"]) == (200, "deleted")
+    assert all(c["container"] != victim.conn.container
+               for c in mgmt.query("connection", "container")), \
+        "a connection the router closed is no longer listed, as in qdrouterd"
     with pytest.raises(ConnectionClosed) as closed:
         victim.wait(lambda: False, timeout=10)
     assert "amqp:connection:forced" in str(closed.value)
