@@ -79,13 +79,13 @@ class UserGroupSection(Section):
     max_connections_per_user: int | None = attrs.field(
         default=None,
         metadata=setting("maxConnectionsPerUser", _CONNECTIONS,
-                         "connections per user, when fewer than the vhost's",
+                         "connections per user, instead of the vhost's limit",
                          default_doc="the vhost's"),
     )
     max_connections_per_host: int | None = attrs.field(
         default=None,
         metadata=setting("maxConnectionsPerHost", _CONNECTIONS,
-                         "connections per remote host, when fewer than the vhost's",
+                         "connections per remote host, instead of the vhost's limit",
                          default_doc="the vhost's"),
     )
     max_message_size: int | None = attrs.field(
@@ -176,26 +176,31 @@ class UserGroupSection(Section):
     source_pattern: tuple[str, ...] | None = attrs.field(
         default=None,
         metadata=setting("sourcePattern", _NAMES,
-                         "read as sources (and matched as they are) when sources is not given",
+                         "addresses the users may receive from, as address patterns ('.' or "
+                         "'/' between tokens, '*' one token, '#' any number; ${user} as the "
+                         "first or last token); instead of sources",
                          default_doc="any address"),
     )
     target_pattern: tuple[str, ...] | None = attrs.field(
         default=None,
         metadata=setting("targetPattern", _NAMES,
-                         "read as targets (and matched as they are) when targets is not given",
+                         "addresses the users may send to, as for sourcePattern; instead of "
+                         "targets",
                          default_doc="any address"),
     )
-    management: ManagementAccess = attrs.field(
-        default=ManagementAccess.READ,
+    management: ManagementAccess | None = attrs.field(
+        default=None,
         metadata=setting(
             "management", EnumType(ManagementAccess),
             "management requests the users may make (a Hop setting): none, read (all but "
-            "CREATE, UPDATE and DELETE) or write",
+            "CREATE, UPDATE and DELETE) or write (by authenticated users only)",
+            default_doc="as qdrouterd: every request, when targets allow $management",
         ),
     )
 
 
 _SETTINGS = {field.schema.conf_name: field for field in schema_fields(UserGroupSection)}
+_FIELDS = {field.field.name: field.schema.conf_name for field in _SETTINGS.values()}
 
 
 def _group(name: str, node: Node,
@@ -228,7 +233,34 @@ def _group(name: str, node: Node,
         except ValueTypeError as error:
             raise ValueTypeError(f"setting {key.value!r} in group {name!r}: {error.message}",
                                  error.pos or value.pos) from None
+    _check_names(name, node, values)
     return UserGroupSection(**values)
+
+
+USER_TOKEN = "${user}"
+"""Stands for the connection's user in sources, targets and their patterns."""
+
+
+def _check_names(name: str, node: Node, values: Mapping[str, Any]) -> None:
+    """qdrouterd's rules for the address lists: a list or its pattern form,
+    not both; ``${user}`` at most once in a name, and in a pattern only as
+    its first or last token."""
+    for names, patterns in (("sources", "source_pattern"), ("targets", "target_pattern")):
+        if values.get(names) is not None and values.get(patterns) is not None:
+            shown = _FIELDS[patterns]
+            raise ValueTypeError(f"group {name!r} gives both {names!r} and {shown!r}; "
+                                 "use only one", node.pos)
+        for field in (names, patterns):
+            for item in values.get(field) or ():
+                if item.count(USER_TOKEN) > 1:
+                    raise ValueTypeError(f"setting {_FIELDS[field]!r} in group {name!r}: "
+                                         f"{item!r} gives {USER_TOKEN} more than once",
+                                         node.pos)
+                if field == patterns and USER_TOKEN in item and not (
+                        item.startswith(USER_TOKEN) or item.endswith(USER_TOKEN)):
+                    raise ValueTypeError(f"setting {_FIELDS[field]!r} in group {name!r}: "
+                                         f"{item!r} may give {USER_TOKEN} only as a prefix "
+                                         "or a suffix", node.pos)
 
 
 def _check_group(name: str, node: Node) -> None:

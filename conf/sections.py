@@ -260,8 +260,9 @@ class PolicySection(Section):
     enable_vhost_name_patterns: bool = attrs.field(
         default=False,
         metadata=setting(
-            "enableVhostNamePatterns", BooleanType(), "treat vhost hostnames as patterns",
-            ignored="vhost hostnames are matched exactly",
+            "enableVhostNamePatterns", BooleanType(),
+            "vhost hostnames and aliases are also patterns: '.'-separated tokens, "
+            "'*' one token, '#' any number",
         ),
     )
     policy_dir: str = attrs.field(

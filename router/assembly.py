@@ -277,7 +277,8 @@ def build_policy(cfg: conf.RouterConf, sections: dict[str, conf.VhostSection]) -
     vhosts = [vhost_from_section(section, log.warning) for section in sections.values()]
     return Policy(max_connections=p.max_connections, enabled=p.enable_vhost_policy,
                   vhosts=vhosts, default_vhost=p.default_vhost,
-                  max_message_size=p.max_message_size)
+                  max_message_size=p.max_message_size,
+                  name_patterns=p.enable_vhost_name_patterns)
 
 
 def vhost_sections(cfg: conf.RouterConf) -> dict[str, conf.VhostSection]:

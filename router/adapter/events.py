@@ -277,8 +277,19 @@ class Events:
         self.own.connection_lost(conn)
         if conn.connector is None:
             self.policy.socket_closed()
-            if isinstance(conn.grant, Grant):
-                self.policy.closed(conn.grant)
+            grant = conn.grant
+            if isinstance(grant, Grant):
+                self.policy.closed(grant)
+                counts = grant.counts
+                if counts is not None and policy_log.isEnabledFor(logging.DEBUG):
+                    policy_log.debug(
+                        "[C%d] Connection '%s' closed with resources n_senders=%d, "
+                        "n_receivers=%d; its vhost's sessions_denied=%d, senders_denied=%d, "
+                        "receivers_denied=%d, max_message_size_denied=%d, "
+                        "nConnections= %d", core.conn_id, conn.peer, grant.senders,
+                        grant.receivers, counts.sessions_denied, counts.senders_denied,
+                        counts.receivers_denied, counts.max_message_size_denied,
+                        self.policy.current)
         self.effects.apply(self.router.connection_closed(core, self.transports.clock()))
         self.transports.release(conn)
         log.info("[C%d] Connection Closed", core.conn_id)

@@ -323,7 +323,10 @@ class Vhosts(ReadOnly):
             vhost = vhost_from_section(section, policy_log.warning)
         except conf.ConfError as error:
             raise ManagementError(400, "; ".join(d.message for d in error.diagnostics)) from None
-        self._policy.set_vhost(vhost)
+        try:
+            self._policy.set_vhost(vhost)
+        except ValueError as error:
+            raise ManagementError(400, str(error)) from None
         self._sections[section.hostname] = section
         return Changed(row=self._row(section))
 
@@ -371,7 +374,7 @@ class VhostStats(ReadOnly):
         return [{
             "identity": f"vhostStats/{hostname}", "name": f"vhostStats/{hostname}",
             **as_row(VhostStatistics(
-                hostname=hostname, connectionsApproved=c.connections_approved,
+                hostname=hostname, id=hostname, connectionsApproved=c.connections_approved,
                 connectionsDenied=c.connections_denied, connectionsCurrent=c.connections,
                 perUserState=dict(c.per_user), perHostState=dict(c.per_host),
                 sessionDenied=c.sessions_denied, senderDenied=c.senders_denied,

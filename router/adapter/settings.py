@@ -12,7 +12,7 @@ from proton import SASL
 import conf
 from router.adapter.tls import SecretError, TlsError, TlsProfile, secret_value
 from router.core import Role
-from router.core.policy import UNLIMITED, GroupSettings, Vhost
+from router.core.policy import UNLIMITED, AddressPatterns, GroupSettings, Vhost
 from router.core.reconnect import Endpoint, ReconnectPolicy, parse_failover_urls
 
 #: The most sessions a connection may have (AMQP 1.0 section 2.7.1: channel
@@ -248,8 +248,8 @@ def _group_settings(group: conf.UserGroupSection) -> GroupSettings:
     return GroupSettings(
         users=frozenset(group.users or ()),
         remote_hosts=group.remote_hosts or (),
-        max_connections_per_user=limit(group.max_connections_per_user),
-        max_connections_per_host=limit(group.max_connections_per_host),
+        max_connections_per_user=group.max_connections_per_user,
+        max_connections_per_host=group.max_connections_per_host,
         max_message_size=group.max_message_size,
         max_sessions=group.max_sessions or UNLIMITED,
         max_senders=group.max_senders or UNLIMITED,
@@ -263,9 +263,13 @@ def _group_settings(group: conf.UserGroupSection) -> GroupSettings:
         allow_waypoint_links=group.allow_waypoint_links,
         allow_fallback_links=group.allow_fallback_links,
         allow_dynamic_link_routes=group.allow_dynamic_link_routes,
-        sources=group.sources if group.sources is not None else group.source_pattern,
-        targets=group.targets if group.targets is not None else group.target_pattern,
-        management=group.management.value,
+        sources=group.sources,
+        targets=group.targets,
+        source_patterns=None if group.source_pattern is None
+        else AddressPatterns.of(group.source_pattern),
+        target_patterns=None if group.target_pattern is None
+        else AddressPatterns.of(group.target_pattern),
+        management=group.management.value if group.management is not None else None,
     )
 
 

@@ -12,11 +12,15 @@ carries out the answer.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import attrs
+
+from addressing.errors import AddressError
+from addressing.patterns import SEPARATORS, PatternTable, normalize_pattern
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -79,6 +83,61 @@ def _host_allowed(patterns: tuple[str, ...], host: str) -> bool:
     return False
 
 
+USER_TOKEN = "${user}"
+
+
+@attrs.frozen
+class AddressPatterns:
+    """A group's ``sourcePattern`` or ``targetPattern``: address patterns
+    (docs/routing.md#prefixes-and-patterns), of which the first or last
+    token may be ``${user}``, the connection's user (qdrouterd's rules)."""
+
+    table: PatternTable[bool]
+    #: Which forms the patterns take: without ``${user}``, with it first,
+    #: with it last.
+    plain: bool
+    user_first: bool
+    user_last: bool
+
+    @classmethod
+    def of(cls, patterns: Iterable[str]) -> AddressPatterns:
+        table: PatternTable[bool] = PatternTable()
+        plain = user_first = user_last = False
+        for pattern in patterns:
+            try:
+                table.add(pattern, True)
+            except AddressError:
+                continue  # no tokens, or given twice
+            if pattern.startswith(USER_TOKEN):
+                user_first = True
+            elif pattern.endswith(USER_TOKEN):
+                user_last = True
+            else:
+                plain = True
+        return cls(table, plain, user_first, user_last)
+
+    def allows(self, address: str, user: str) -> bool:
+        """Whether a pattern matches ``address``: as it is, or with the
+        user's name as its first or last token read as ``${user}``."""
+        if not address:
+            return False
+        match = self.table.match
+        if self.plain and match(address) is not None:
+            return True
+        n = len(user)
+        if self.user_first and address.startswith(user) and (
+                len(address) == n or address[n] in SEPARATORS) \
+                and match(USER_TOKEN + address[n:]) is not None:
+            return True
+        return (self.user_last and len(address) > n and address.endswith(user)
+                and address[-n - 1] in SEPARATORS
+                and match(address[:len(address) - n] + USER_TOKEN) is not None)
+
+
+def _either(group: int | None, vhost: int) -> int:
+    return vhost if group is None else group
+
+
 def _claimed(capabilities: Iterable[str]) -> str:
     """Which router capability a terminus claims: ``qd.waypoint`` (for any
     ``qd.waypoint[.N]``), ``qd.fallback``, or "" for neither.  Every
@@ -89,6 +148,15 @@ def _claimed(capabilities: Iterable[str]) -> str:
         if capability == FALLBACK:
             return FALLBACK
     return ""
+
+
+def _allowed(names: tuple[str, ...] | None, patterns: AddressPatterns | None,
+             address: str, user: str) -> bool:
+    """A group's ``sources`` or ``targets`` (or their pattern form) allow
+    ``address`` for ``user``; neither given: any address."""
+    if names is not None:
+        return _address_allowed(names, address, user)
+    return patterns is None or patterns.allows(address, user)
 
 
 def _address_allowed(patterns: tuple[str, ...], address: str, user: str) -> bool:
@@ -115,8 +183,9 @@ class GroupSettings:
     users: frozenset[str]
     #: Patterns of the hosts the users may connect from; empty: any host.
     remote_hosts: tuple[str, ...]
-    max_connections_per_user: int
-    max_connections_per_host: int
+    #: Instead of the vhost's (higher or lower, as in qdrouterd); None: the vhost's.
+    max_connections_per_user: int | None
+    max_connections_per_host: int | None
     #: None: the vhost's limit; 0: no limit.
     max_message_size: int | None
     max_sessions: int
@@ -139,9 +208,13 @@ class GroupSettings:
     #: None: any address; else the allowed names and ``prefix*`` patterns.
     sources: tuple[str, ...] | None
     targets: tuple[str, ...] | None
+    #: ``sourcePattern`` and ``targetPattern``, given instead of the lists.
+    source_patterns: AddressPatterns | None = None
+    target_patterns: AddressPatterns | None = None
     #: Management requests the group may make (a Hop setting): ``none``,
-    #: ``read`` (every operation but CREATE, UPDATE, DELETE) or ``write``.
-    management: str
+    #: ``read`` (every operation but CREATE, UPDATE, DELETE) or ``write``
+    #: (by authenticated users); None: every request, as in qdrouterd.
+    management: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -217,17 +290,24 @@ class Policy:
         max_connections: the global cap on connections (always enforced).
         vhosts: the vhost policies, by hostname; enforced when ``enabled``.
         default_vhost: the vhost of a connection whose hostname matches none.
+        name_patterns: qdrouterd's ``enableVhostNamePatterns``: vhost names
+            and aliases are also patterns of ``.``-separated tokens (``*``
+            one token, ``#`` any number), matched as address patterns are
+            (docs/security.md#vhost-name-patterns).
     """
 
     def __init__(self, *, max_connections: int = 65535, enabled: bool = False,
                  vhosts: Iterable[Vhost] = (), default_vhost: str = DEFAULT_GROUP,
-                 max_message_size: int = 0) -> None:
+                 max_message_size: int = 0, name_patterns: bool = False) -> None:
         self.max_connections = max_connections
         self.max_message_size = max_message_size
         self.max_message_size_denied = 0
         self.enabled = enabled
         self.vhosts: dict[str, Vhost] = {}
         self._aliases: dict[str, str] = {}
+        #: Hostname and alias patterns to the hostname of their vhost; None:
+        #: names match exactly.
+        self._patterns: PatternTable[str] | None = PatternTable() if name_patterns else None
         self.default_vhost = default_vhost
         self.current = 0
         # Management's counters (the policy entity).
@@ -263,6 +343,8 @@ class Policy:
         if hostname:
             host = hostname.rsplit(":", 1)[0] if hostname.count(":") == 1 else hostname
             found = self.vhosts.get(host) or self.vhosts.get(self._aliases.get(host, ""))
+            if found is None and self._patterns is not None:
+                found = self.vhosts.get(self._patterns.match(host) or "")
             if found is not None:
                 return found
         return self.vhosts.get(self.default_vhost)
@@ -290,11 +372,11 @@ class Policy:
             reason = f"host {host} not in remoteHosts of group {group_name!r}"
         elif counts.connections >= vhost.max_connections:
             reason = f"vhost {vhost.hostname!r} has {counts.connections} connections"
-        elif counts.per_user[name] >= min(vhost.max_connections_per_user,
-                                          group.max_connections_per_user):
+        elif counts.per_user[name] >= _either(group.max_connections_per_user,
+                                              vhost.max_connections_per_user):
             reason = f"user {name!r} has {counts.per_user[name]} connections"
-        elif counts.per_host[host] >= min(vhost.max_connections_per_host,
-                                          group.max_connections_per_host):
+        elif counts.per_host[host] >= _either(group.max_connections_per_host,
+                                              vhost.max_connections_per_host):
             reason = f"host {host} has {counts.per_host[host]} connections"
         if reason is not None:
             self.connections_denied += 1
@@ -351,8 +433,12 @@ class Policy:
                    entity_type: str = "") -> Denied | None:
         """A management request from a client connection (``grant``; None when
         the router cannot tell which, as for a pre-settled request): with vhost
-        policy, writes need an authenticated user whose group has
-        ``management: write``; ``none`` refuses reads too."""
+        policy, a group that says nothing of ``management`` may make every
+        request, as in qdrouterd, except closing connections without
+        ``allowAdminStatusUpdate``; one that does is held to it: ``read``
+        refuses writes, ``none`` reads too, and ``write`` takes writes from
+        authenticated users only.  Writes over a connection the router cannot
+        tell are refused."""
         if not self.enabled:
             return None
         if entity_type.endswith("connection.linkRoute"):
@@ -364,12 +450,17 @@ class Policy:
                 return Denied("403", "Forbidden", "connection link routes are not allowed "
                               "for this connection's group (allowDynamicLinkRoutes)")
             return None
-        access = grant.group.management if grant is not None and grant.group else "read"
         write = operation.upper() in WRITE_OPERATIONS
-        if access == "none" or (write and access != "write"):
+        if grant is None or grant.group is None:
+            access: str | None = "read"
+        else:
+            access = grant.group.management
+        if access is None:
+            pass
+        elif access == "none" or (write and access != "write"):
             return Denied("403", "Forbidden",
                           f"management {operation} not allowed for this user's group")
-        if write and (grant is None or not grant.authenticated):
+        elif write and (grant is None or not grant.authenticated):
             return Denied("403", "Forbidden",
                           f"management {operation} needs an authenticated user")
         if write and entity_type.rsplit(".", 1)[-1] == "connection" and grant is not None \
@@ -380,13 +471,44 @@ class Policy:
 
     # -- vhosts changed through management -----------------------------------
 
+    def _check_patterns(self, vhost: Vhost) -> None:
+        assert self._patterns is not None
+        seen: dict[str, str] = {}
+        for name in (vhost.hostname, *vhost.aliases):
+            try:
+                stored = normalize_pattern(name)
+            except AddressError:
+                continue
+            owner = self._patterns.get(name)
+            if owner is not None and owner != vhost.hostname:
+                raise ValueError(f"vhost {vhost.hostname!r}: name {name!r} is the pattern "
+                                 f"{stored!r}; that pattern conflicts with vhost {owner!r}")
+            if stored in seen:
+                raise ValueError(f"vhost {vhost.hostname!r}: names {seen[stored]!r} and "
+                                 f"{name!r} are both the pattern {stored!r}; that pattern "
+                                 "conflicts with itself")
+            seen[stored] = name
+
     def set_vhost(self, vhost: Vhost) -> None:
         """Add or replace a vhost: new connections get its settings; those
-        already open keep what they were admitted with.  Its counts carry on."""
+        already open keep what they were admitted with.  Its counts carry on.
+
+        Raises:
+            ValueError: with name patterns, a name or alias of ``vhost`` is,
+                once normalised, the pattern of another vhost (or of another
+                of its own names); nothing is changed.
+        """
+        if self._patterns is not None:
+            self._check_patterns(vhost)
         self.remove_vhost(vhost.hostname, keep_counts=True)
         self.vhosts[vhost.hostname] = vhost
         for alias in vhost.aliases:
             self._aliases[alias] = vhost.hostname
+        if self._patterns is not None:
+            for name in (vhost.hostname, *vhost.aliases):
+                # A name without tokens (the empty one) is matched exactly only.
+                with contextlib.suppress(AddressError):
+                    self._patterns.add(name, vhost.hostname)
         self.counts.setdefault(vhost.hostname, VhostCounts())
 
     def remove_vhost(self, hostname: str, *, keep_counts: bool = False) -> None:
@@ -396,6 +518,10 @@ class Policy:
             for alias in old.aliases:
                 if self._aliases.get(alias) == hostname:
                     del self._aliases[alias]
+            if self._patterns is not None:
+                for name in (old.hostname, *old.aliases):
+                    if self._patterns.get(name) == hostname:
+                        self._patterns.remove(name)
         if not keep_counts:
             self.counts.pop(hostname, None)
 
@@ -438,8 +564,7 @@ class Policy:
             elif not address:
                 if not group.allow_anonymous_sender:
                     denial = Denied(UNAUTHORIZED, LINK_DENIED, "anonymous sender not allowed")
-            elif group.targets is not None and not _address_allowed(group.targets, address,
-                                                                    grant.user):
+            elif not _allowed(group.targets, group.target_patterns, address, grant.user):
                 denial = Denied(UNAUTHORIZED, LINK_DENIED, f"target {address!r} not allowed")
         else:
             if grant.receivers >= group.max_receivers:
@@ -449,8 +574,8 @@ class Policy:
             elif dynamic:
                 if not group.allow_dynamic_source:
                     denial = Denied(UNAUTHORIZED, LINK_DENIED, "dynamic source not allowed")
-            elif group.sources is not None and not _address_allowed(group.sources,
-                                                                    address or "", grant.user):
+            elif not _allowed(group.sources, group.source_patterns, address or "",
+                              grant.user):
                 denial = Denied(UNAUTHORIZED, LINK_DENIED, f"source {address!r} not allowed")
         if denial is not None:
             self.links_denied += 1

@@ -448,6 +448,7 @@ class VhostStatistics:
     """``vhostStats``: a vhost's connections and denials."""
 
     hostname: str = text("the vhost")
+    id: str = text("the vhost (qdrouterd's deprecated name of hostname)")
     connectionsApproved: int = counter("connections admitted")
     connectionsDenied: int = counter("connections refused")
     connectionsCurrent: int = gauge("connections open now")

@@ -135,7 +135,15 @@ def user_groups() -> st.SearchStrategy[dict[str, Any]]:
         if isinstance(value_type, NameListType):
             written = written | st.lists(st.text(max_size=6), max_size=3)
         settings[field.schema.conf_name] = written
-    return st.fixed_dictionaries({}, optional=settings)
+    return st.fixed_dictionaries({}, optional=settings).map(_one_form_of_each_list)
+
+
+def _one_form_of_each_list(group: dict[str, Any]) -> dict[str, Any]:
+    """A group gives sources or sourcePattern, targets or targetPattern."""
+    for names, patterns in (("sources", "sourcePattern"), ("targets", "targetPattern")):
+        if names in group:
+            group.pop(patterns, None)
+    return group
 
 
 def sections(cls: type[S], **overrides: st.SearchStrategy[Any]) -> st.SearchStrategy[S]:

@@ -76,7 +76,8 @@ def test_the_global_cap_closes_connections_beyond_it(start_router: StartRouter) 
 
 
 def test_vhost_rules_limit_what_a_user_may_attach(start_router: StartRouter) -> None:
-    hop = start_router(router_conf(VHOST_POLICY))
+    hop = start_router(router_conf(VHOST_POLICY + "log {\n    module: POLICY\n"
+                                                  "    enable: debug+\n}\n"))
     conn = connect(hop.url)
     conn.create_sender("orders")
     with pytest.raises(LinkDetached) as over:
@@ -97,6 +98,10 @@ def test_vhost_rules_limit_what_a_user_may_attach(start_router: StartRouter) -> 
     counts = policy_counts(hop.url)
     assert counts["linksDenied"] == 3 and counts["totalDenials"] == 3
     conn.close()
+    hop.wait_log(r"POLICY \(debug\) \[C\d+\] Connection '127\.0\.0\.1:\d+' closed with "
+                 r"resources n_senders=1, n_receivers=0; its vhost's sessions_denied=0, "
+                 r"senders_denied=2, receivers_denied=1, max_message_size_denied=0, "
+                 r"nConnections= \d+")
     other.close()
 
 
@@ -384,3 +389,30 @@ vhost {
     first.close()
     again = BlockingConnection(hop.url, timeout=10, virtual_host="onehost")
     again.close()
+
+
+def test_vhost_names_as_patterns_take_matching_hostnames(start_router: StartRouter) -> None:
+    hop = start_router(router_conf(
+        "policy {\n    enableVhostPolicy: yes\n    enableVhostNamePatterns: yes\n}\n"
+        "vhost {\n    hostname: #.example\n    allowUnknownUser: yes\n"
+        '    groups: {"$default": {"maxSenders": 1, "targets": "*"}}\n}\n'
+        "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n"
+        '    groups: {"$default": {"targets": "$management", "sources": "$management",'
+        ' "allowDynamicSource": true}}\n}\n'))
+    shop = BlockingConnection(hop.url, timeout=10, virtual_host="shop.example")
+    shop.create_sender("orders")
+    with pytest.raises(LinkDetached, match="amqp:resource-limit-exceeded"):
+        shop.create_sender("more")  # the pattern's group: one sender
+    row = vhost_stats(hop.url, "#.example")
+    assert (row["connectionsCurrent"], row["id"]) == (1, "#.example"), "id: as qdrouterd"
+    client = Management(hop.url)
+    try:
+        status, description, _ = client.request(
+            {"hostname": "#.#.example", "allowUnknownUser": True},
+            operation="CREATE", type="org.apache.qpid.dispatch.vhost", name="#.#.example")
+        assert status == 400 and "pattern conflicts with vhost '#.example'" in description
+        assert sorted(r["hostname"] for r in client.query("vhost", "hostname")) == [
+            "#.example", "$default"]
+    finally:
+        client.close()
+    shop.close()

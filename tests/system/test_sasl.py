@@ -125,14 +125,15 @@ def test_a_connector_logs_in_with_its_user_and_password(start_router: StartRoute
 
 
 def policy_router(start_router: StartRouter, users: Users, everyone: str,
-                  admins: str = "") -> Hop:
+                  admins: str = "", guests: str = "") -> Hop:
     """A router with vhost policy whose admins group (alice@hop) may write
-    through management; ``everyone`` is the settings both groups have."""
+    through management; ``everyone`` is the settings both groups have,
+    ``admins`` and ``guests`` those of the admins and of ``$default``."""
     policy = ("policy {\n    enableVhostPolicy: yes\n}\n"
               "vhost {\n    hostname: $default\n    allowUnknownUser: yes\n    groups: {\n"
               f'        "admins": {{"users": "alice@hop", "management": "write", {admins}'
               f'{everyone}}},\n'
-              f'        "$default": {{{everyone}}}\n    }}\n}}\n')
+              f'        "$default": {{{guests}{everyone}}}\n    }}\n}}\n')
     listeners = plain_listener("    allowInsecureMechanisms: yes\n").replace(
         "    saslMechanisms: PLAIN\n    authenticatePeer: yes\n",
         "    saslMechanisms: PLAIN ANONYMOUS\n    authenticatePeer: no\n")
@@ -144,7 +145,8 @@ def policy_router(start_router: StartRouter, users: Users, everyone: str,
 def test_only_authenticated_users_allowed_by_policy_change_the_router(
         start_router: StartRouter, users: Users) -> None:
     hop = policy_router(start_router, users,
-                        '"targets": "$management, work*", "allowDynamicSource": true')
+                        '"targets": "$management, work*", "allowDynamicSource": true',
+                        guests='"management": "read", ')
     create = {"operation": "CREATE", "type": "org.apache.qpid.dispatch.router.config.address",
               "name": "made"}
     anonymous = Management(hop.url)
@@ -162,6 +164,20 @@ def test_only_authenticated_users_allowed_by_policy_change_the_router(
         assert status == 201 and body["prefix"] == "made"
     finally:
         alice.close()
+
+
+def test_a_group_without_a_management_setting_may_write_as_in_qdrouterd(
+        start_router: StartRouter, users: Users) -> None:
+    hop = policy_router(start_router, users,
+                        '"targets": "$management", "allowDynamicSource": true')
+    anonymous = Management(hop.url)
+    try:
+        status, description, body = anonymous.request(
+            {"prefix": "made"}, operation="CREATE",
+            type="org.apache.qpid.dispatch.router.config.address", name="made")
+        assert (status, body["prefix"]) == (201, "made"), description
+    finally:
+        anonymous.close()
 
 
 def test_vhosts_created_updated_and_deleted_through_management(

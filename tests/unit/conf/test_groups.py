@@ -71,6 +71,13 @@ def test_an_unknown_setting_is_ignored_with_a_warning_at_its_key_and_the_nearest
     ('"sources": {"a": 1}', "expected a comma-separated string or a JSON list of names, "
                             "got a map"),
     ('"users": "carol"', "setting 'users' given twice in group 'staff'"),
+    ('"sources": "a", "sourcePattern": "b"', "group 'staff' gives both 'sources' and "
+                                              "'sourcePattern'; use only one"),
+    ('"targets": "a", "targetPattern": "b"', "gives both 'targets' and 'targetPattern'"),
+    ('"targets": "${user}.${user}"', "'${user}.${user}' gives ${user} more than once"),
+    ('"sourcePattern": "a.${user}.b"', "setting 'sourcePattern' in group 'staff': "
+                                       "'a.${user}.b' may give ${user} only as a prefix "
+                                       "or a suffix"),
 ])
 def test_other_bad_settings(setting: str, says: str) -> None:
     [message] = diagnostics(setting)
@@ -118,7 +125,7 @@ def test_an_empty_group_has_the_declared_defaults() -> None:
     typed = VhostSection(hostname="h", groups={"$default": {}}).user_groups()["$default"]
     assert typed == UserGroupSection()
     assert (typed.max_senders, typed.allow_waypoint_links, typed.sources,
-            typed.management) == (2147483647, True, None, ManagementAccess.READ)
+            typed.management) == (2147483647, True, None, None)
 
 
 def test_a_section_made_without_the_loader_is_still_checked() -> None:

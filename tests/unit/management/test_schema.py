@@ -36,7 +36,7 @@ def test_get_schema_describes_the_user_group_settings_as_the_conf_declares_them(
         "type": "integer", "description": "sending links per connection; 0: no limit",
         "default": 2147483647, "create": True}
     assert attributes["management"]["type"] == ["none", "read", "write"]
-    assert attributes["management"]["default"] == "read"
+    assert "default" not in attributes["management"], "unset: as qdrouterd"
     assert attributes["allowDynamicSource"]["default"] is False
     assert "default" not in attributes["sources"], "unset: any address"
 

@@ -75,6 +75,17 @@ def test_connection_limits_per_vhost_user_and_host() -> None:
     assert policy.counts["shop"].connections_denied == 4
 
 
+def test_a_group_s_connection_limit_replaces_the_vhost_s_even_when_higher() -> None:
+    # qdrouterd: the group's maxConnectionsPerUser, when given, is the limit.
+    policy = Policy(enabled=True, vhosts=[vhost(
+        "h", maxConnectionsPerUser=1, allowUnknownUser=True,
+        groups={"many": {"users": "m", "maxConnectionsPerUser": 3}, "$default": {}})])
+    assert [isinstance(policy.open(hostname="h", user="m", host=f"10.0.0.{n}"), Grant)
+            for n in range(4)] == [True, True, True, False]
+    assert [isinstance(policy.open(hostname="h", user="d", host=f"10.0.0.{n}"), Grant)
+            for n in range(2)] == [True, False], "no group limit: the vhost's"
+
+
 def test_what_a_group_may_attach() -> None:
     group = {"users": "alice", "maxSenders": 1, "maxReceivers": "2",
              "targets": "orders, ${user}.*", "sources": ["news*"], "allowDynamicSource": "true"}
@@ -122,25 +133,40 @@ def test_no_remote_hosts_or_an_empty_list_let_every_host_in() -> None:
         assert isinstance(policy.open(hostname=None, user="x", host="192.0.2.1"), Grant)
 
 
-def test_management_writes_need_an_authenticated_user_whose_group_may_write() -> None:
+def test_a_group_that_sets_management_is_held_to_it() -> None:
     assert Policy().may_manage(None, "CREATE") is None, "no vhost policy: no restriction"
     writers = {"users": "alice", "management": "write"}
+    readers = {"users": "rita", "management": "read"}
     nobody = {"users": "eve", "management": "none"}
     policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=True,
-                                                groups={"w": writers, "n": nobody,
-                                                        "$default": {}})])
+                                                groups={"w": writers, "r": readers,
+                                                        "n": nobody, "$default": {}})])
     alice = policy.open(hostname=None, user="alice", host="h", authenticated=True)
     posing = policy.open(hostname=None, user="alice", host="h", authenticated=False)
-    guest = policy.open(hostname=None, user="guest", host="h", authenticated=True)
+    rita = policy.open(hostname=None, user="rita", host="h", authenticated=True)
     eve = policy.open(hostname=None, user="eve", host="h", authenticated=True)
     assert isinstance(alice, Grant) and isinstance(posing, Grant)
-    assert isinstance(guest, Grant) and isinstance(eve, Grant)
+    assert isinstance(rita, Grant) and isinstance(eve, Grant)
     assert policy.may_manage(alice, "create") is None
     assert policy.may_manage(posing, "DELETE") is not None, "not authenticated"
-    assert policy.may_manage(guest, "QUERY") is None, "groups read by default"
-    assert policy.may_manage(guest, "UPDATE") is not None
+    assert policy.may_manage(rita, "QUERY") is None
+    assert policy.may_manage(rita, "UPDATE") is not None, "management: read"
     assert policy.may_manage(eve, "READ") is not None, "management: none"
     assert policy.may_manage(None, "QUERY") is None and policy.may_manage(None, "CREATE")
+
+
+def test_a_group_that_says_nothing_of_management_may_do_what_qdrouterd_allows() -> None:
+    policy = Policy(enabled=True, vhosts=[vhost(
+        allowUnknownUser=True, groups={"$default": {},
+                                       "k": {"users": "k", "allowAdminStatusUpdate": False}})])
+    guest = policy.open(hostname=None, user="guest", host="h")
+    keeper = policy.open(hostname=None, user="k", host="h")
+    assert isinstance(guest, Grant) and isinstance(keeper, Grant)
+    for operation in ("QUERY", "CREATE", "UPDATE", "DELETE"):
+        assert policy.may_manage(guest, operation, "org.apache.qpid.dispatch.vhost") is None
+    assert policy.may_manage(guest, "UPDATE", "org.apache.qpid.dispatch.connection") is None
+    refused = policy.may_manage(keeper, "UPDATE", "org.apache.qpid.dispatch.connection")
+    assert refused is not None and "allowAdminStatusUpdate" in refused.reason
 
 
 def one_group_policy(**settings: object) -> tuple[Policy, Grant]:
@@ -238,10 +264,80 @@ def test_closing_connections_through_management_needs_allow_admin_status_update(
 
 def test_connection_link_routes_follow_allow_dynamic_link_routes_not_management_rights() -> None:
     kind = "org.apache.qpid.dispatch.router.connection.linkRoute"
-    policy, edge = one_group_policy(allowDynamicLinkRoutes=True)
+    policy, edge = one_group_policy(allowDynamicLinkRoutes=True, management="read")
     assert policy.may_manage(edge, "CREATE", kind) is None, "anonymous, but allowed"
     assert policy.may_manage(edge, "CREATE", "org.apache.qpid.dispatch.router.config.address") \
         is not None, "other writes still need management rights"
     policy, edge = one_group_policy(allowDynamicLinkRoutes=False)
     refused = policy.may_manage(edge, "CREATE", kind)
     assert refused is not None and "allowDynamicLinkRoutes" in refused.reason
+
+
+def _grant_vhost(policy: Policy, hostname: str | None) -> str | None:
+    grant = policy.open(hostname=hostname, user="u", host="127.0.0.1")
+    return grant.vhost.hostname if isinstance(grant, Grant) and grant.vhost else None
+
+
+def test_with_name_patterns_a_vhost_name_matches_hostnames_as_an_address_pattern() -> None:
+    policy = Policy(enabled=True, name_patterns=True, vhosts=[
+        vhost("#.0.0", allowUnknownUser=True, groups={"$default": {}}),
+        vhost("*.example.com", aliases="#.example.org", allowUnknownUser=True,
+              groups={"$default": {}}),
+        vhost("www.example.com", allowUnknownUser=True, groups={"$default": {}})])
+    assert _grant_vhost(policy, "10.1.0.0") == "#.0.0"
+    assert _grant_vhost(policy, "0.0") == "#.0.0", "'#' matches no token too"
+    assert _grant_vhost(policy, "www.example.com") == "www.example.com", "a literal name wins"
+    assert _grant_vhost(policy, "mail.example.com:5672") == "*.example.com"
+    assert _grant_vhost(policy, "a.b.example.org") == "*.example.com", "an alias is a pattern"
+    assert _grant_vhost(policy, "a.b.example.com") is None, "'*' is one token"
+    exact = Policy(enabled=True, vhosts=[vhost("#.0.0", allowUnknownUser=True,
+                                               groups={"$default": {}})])
+    assert _grant_vhost(exact, "10.1.0.0") is None, "without name patterns names are literal"
+
+
+def test_a_vhost_name_whose_pattern_is_taken_is_refused_and_nothing_changes() -> None:
+    policy = Policy(enabled=True, name_patterns=True, vhosts=[
+        vhost("#.0.0", allowUnknownUser=True, groups={"$default": {}})])
+    with pytest.raises(ValueError, match="pattern conflicts"):
+        policy.set_vhost(vhost("#.#.0.0", allowUnknownUser=True, groups={"$default": {}}))
+    with pytest.raises(ValueError, match="pattern conflicts"):
+        policy.set_vhost(vhost("other", aliases="#.0.0.", allowUnknownUser=True))
+    with pytest.raises(ValueError, match="conflicts with itself"):
+        policy.set_vhost(vhost("a.#", aliases="a.#.#"))
+    assert sorted(policy.vhosts) == ["#.0.0"]
+    assert _grant_vhost(policy, "10.1.0.0") == "#.0.0"
+    policy.set_vhost(vhost("#.0.0", maxConnections=9, allowUnknownUser=True,
+                           groups={"$default": {}}))
+    assert policy.vhosts["#.0.0"].max_connections == 9, "a vhost replaces itself"
+    policy.remove_vhost("#.0.0")
+    assert _grant_vhost(policy, "10.1.0.0") is None
+    policy.set_vhost(vhost("#.#.0.0", allowUnknownUser=True, groups={"$default": {}}))
+    assert _grant_vhost(policy, "10.1.0.0") == "#.#.0.0"
+
+
+@pytest.mark.parametrize(("patterns", "address", "allowed"), [
+    ("#", "anything/at.all", True),
+    ("public, private, $management", "$management", True),
+    ("public, private", "public.more", False),
+    ("public.#", "public/more/still", True),
+    ("a.*.c", "a.b.c", True),
+    ("a.*.c", "a.b.b.c", False),
+    ("${user}.#", "alice.inbox", True),
+    ("${user}.#", "alice", True),
+    ("${user}.#", "alicex.inbox", False),
+    ("${user}.#", "bob.inbox", False),
+    ("queue.${user}", "queue.alice", True),
+    ("queue.${user}", "queue.xalice", False),
+    ("queue.${user}", "queue.bob", False),
+    ("", "anything", False),
+])
+def test_source_and_target_patterns_are_address_patterns_with_the_user(
+        patterns: str, address: str, allowed: bool) -> None:
+    policy = Policy(enabled=True, vhosts=[vhost(
+        allowUnknownUser=True, groups={"g": {"users": "alice", "sourcePattern": patterns,
+                                             "targetPattern": patterns}})])
+    grant = policy.open(hostname=None, user="alice", host="h")
+    assert isinstance(grant, Grant)
+    sending = policy.attach(grant, sender=True, address=address)
+    receiving = policy.attach(grant, sender=False, address=address)
+    assert (sending is None, receiving is None) == (allowed, allowed)
