@@ -246,8 +246,9 @@ class NetworkForwarding:
             self.outcomes.no_destination(d, il)
             return
         if ref is not None:
-            ref.target = chosen
-            chosen.outstanding += 1
+            hop = chosen.hop
+            ref.target = hop
+            hop.outstanding += 1
         record.transit += 1
         self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref)
 

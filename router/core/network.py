@@ -27,6 +27,7 @@ from router.core.message import AnnotationEncoder, decode_annotations, scan
 from router.core.records import (
     AddressRecord,
     Connection,
+    HopLoad,
     RemoteTarget,
     RouterLink,
     UplinkTarget,
@@ -321,6 +322,8 @@ class Network:
         old = {t.router_id: t for t in record.remotes if type(t) is RemoteTarget}
         # An edge's downlink on this router stays first (docs/networks.md#edge-routers).
         local: list[UplinkTarget] = [t for t in record.remotes if type(t) is UplinkTarget]
+        # Routers reached over one next hop share its count of this address.
+        loads = {t.link.link_id: t.hop for t in old.values()}
         targets: list[RemoteTarget] = []
         for router_id in sorted(self.remote.get(record.key, ())):
             route = self.routes.routes.get(router_id)
@@ -329,10 +332,10 @@ class Network:
                 continue
             target = old.get(router_id)
             if target is None or target.link is not hop or target.cost != route.cost:
-                fresh = RemoteTarget(router_id, hop, route.cost)
-                if target is not None and target.link is hop:
-                    fresh.outstanding = target.outstanding
-                target = fresh
+                shared = loads.get(hop.link_id)
+                if shared is None:
+                    shared = loads[hop.link_id] = HopLoad()
+                target = RemoteTarget(router_id, hop, route.cost, shared)
             targets.append(target)
         record.remotes = [*local, *targets]
         if local:

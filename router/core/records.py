@@ -422,8 +422,9 @@ class Transfer:
         self.in_link = in_link
         self.out_delivery: Any = None
         self.out_link: OutLink | None = None
-        # The remote router a balanced delivery went to, whose outstanding
-        # count it holds until settled (docs/networks.md#messages-across-routers).
+        # The next-hop load (``HopLoad``) a balanced delivery sent to another
+        # router counts in until it is settled
+        # (docs/networks.md#messages-across-routers).
         self.target: Any = None
 
 
@@ -520,27 +521,43 @@ class RouterLink:
         return f"RouterLink({self.link_id} {self.conn!r} peer={self.peer} cost={self.cost})"
 
 
+class HopLoad:
+    """An address's unsettled deliveries sent over one next-hop link,
+    whichever router beyond it they went to (qdrouterd counts them per
+    address and connection, docs/networks.md#messages-across-routers)."""
+
+    __slots__ = ("outstanding",)
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+
+
 class RemoteTarget:
     """A remote router that has an address, as balanced/closest see it.
 
-    ``outstanding`` counts this address's unsettled deliveries sent over
-    ``link`` (docs/networks.md#messages-across-routers); ``load`` and
-    ``capacity`` let ``choose_balanced`` weigh it against local consumers
-    (outstanding plus path cost).
+    ``hop`` counts this address's unsettled deliveries over ``link``, the
+    next hop toward the router, shared by every router reached through it;
+    ``load`` and ``capacity`` let ``choose_balanced`` weigh it against local
+    consumers (outstanding plus path cost).
     """
 
-    __slots__ = ("capacity", "cost", "link", "outstanding", "router_id")
+    __slots__ = ("capacity", "cost", "hop", "link", "router_id")
 
-    def __init__(self, router_id: str, link: RouterLink, cost: int) -> None:
+    def __init__(self, router_id: str, link: RouterLink, cost: int,
+                 hop: HopLoad | None = None) -> None:
         self.router_id = router_id
         self.link = link
         self.cost = cost
-        self.outstanding = 0
+        self.hop = hop if hop is not None else HopLoad()
         self.capacity = link.conn.link_capacity + cost
 
     @property
+    def outstanding(self) -> int:
+        return self.hop.outstanding
+
+    @property
     def load(self) -> int:
-        return self.outstanding + self.cost
+        return self.hop.outstanding + self.cost
 
     def __repr__(self) -> str:
         return f"RemoteTarget({self.router_id} via {self.link.peer} cost={self.cost})"

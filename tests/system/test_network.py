@@ -222,6 +222,39 @@ def test_balanced_sends_to_the_remote_consumer_when_local_one_is_loaded(
         conn.close()
 
 
+def test_balanced_counts_what_is_outstanding_over_a_next_hop_for_every_router_beyond(
+        start_router: StartRouter) -> None:
+    # A-B-C, cost 1 each, a consumer on each router that settles nothing.  A
+    # weighs its own consumer against B's hop (outstanding over it + 1); C,
+    # beyond B, shares B's count and costs more, so A never picks it: B
+    # divides what reaches it between its consumer and C (qdrouterd's rule).
+    net = start_network(start_router, LINE, extra=address_conf("bal", "balanced"))
+    conns = {r: connect(net.url(r)) for r in "ABC"}
+    producer = connect(net.url("A"))
+    everyone = [producer, *conns.values()]
+    receivers = {r: conns[r].create_receiver("bal.line", credit=50) for r in "ABC"}
+    at_a = Management(net.url("A"))
+    wait_all(everyone, lambda: any(
+        row["name"] == "M0bal.line" and row["remoteCount"] == 2
+        for row in at_a.query("router.address", "name", "remoteCount")),
+        what="A learning B's and C's consumers")
+    at_a.close()
+    sender = ready_sender(everyone, producer, "bal.line")
+    got: dict[str, list[int]] = {"A": [], "B": [], "C": []}
+    for i in range(20):
+        sender.link.send(Message(body=i))
+        wait_all(everyone, lambda: sum(r.fetcher.has_message for r in receivers.values()) > 0,
+                 what=f"message {i} at a consumer")
+        [where] = [r for r, rcv in receivers.items() if rcv.fetcher.has_message]
+        got[where].append(take(receivers[where], accept=False).body)
+    # A: loads 0 and 1 (a tie with B's hop) stay, then A and B's hop alternate.
+    assert got["A"] == [0, 1, *range(3, 20, 2)]
+    # B: the same between its consumer and C (cost 1 beyond it).
+    assert got["B"] == [2, 4, 8, 12, 16] and got["C"] == [6, 10, 14, 18]
+    for conn in everyone:
+        conn.close()
+
+
 # 4 ---------------------------------------------------------------------------
 
 def test_closest_prefers_the_local_consumer_then_fails_over(

@@ -66,6 +66,25 @@ def test_closest_keeps_only_the_cheapest_remote_routers() -> None:
     assert [t.router_id for t in record.closest_remotes] == ["B"]
 
 
+def test_routers_behind_one_next_hop_share_its_count_of_unsettled_deliveries() -> None:
+    # qdrouterd counts a balanced address's unsettled deliveries per next-hop
+    # connection: a delivery to C (through B) loads B's candidacy as well.
+    router = interior()
+    converge(router)
+    assert router.network is not None
+    router.network._apply([MobileAddressesChanged(router_id="B", added=(("M0q", 3),)),
+                           MobileAddressesChanged(router_id="C", added=(("M0q", 3),)),
+                           MobileAddressesChanged(router_id="D", added=(("M0q", 3),))], 0.0)
+    b, c, d = router.records["M0q"].remotes
+    assert (b.router_id, c.router_id, d.router_id) == ("B", "C", "D")
+    assert b.hop is c.hop and d.hop is not b.hop
+    c.hop.outstanding += 2
+    assert (b.load, c.load, d.load) == (2 + 1, 2 + 2, 0 + 5)
+    router.network._apply([MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
+    [b_again, _] = router.records["M0q"].remotes
+    assert b_again.outstanding == 2, "the count stays with the next hop"
+
+
 def test_treatment_of_a_learnt_address_comes_from_the_hint_without_local_config() -> None:
     router = interior()
     converge(router)
