@@ -35,15 +35,14 @@ def senders_changed(record: AddressRecord) -> list[Effect]:
         demand_changed(rec)
         for sender in rec.senders:
             blocked = not rec.may_feed(sender)
-            if blocked is sender.blocked:
-                continue
-            sender.blocked = blocked
-            if blocked:
-                # An auto-link's broker is never drained: RabbitMQ ends the
-                # session when asked to drain a receiver it cannot fill.
-                effects.append(BlockSender(link=sender, drain=sender.autolink is None))
-            else:
-                effects.append(UnblockSender(link=sender))
+            if blocked is not sender.blocked:
+                sender.blocked = blocked
+                if blocked:
+                    # An auto-link's broker is never drained: RabbitMQ ends the
+                    # session when asked to drain a receiver it cannot fill.
+                    effects.append(BlockSender(link=sender, drain=sender.autolink is None))
+                else:
+                    effects.append(UnblockSender(link=sender))
             edge = sender.conn.edge
             if edge is not None:
                 # An edge's producer: the edge learns whether the address has

@@ -652,12 +652,19 @@ class EdgePeer:
 
     def tracked(self, sender: InLink) -> SendOnLink | None:
         """The tracking answer for ``sender``, an edge's producer link whose
-        credit just changed: whether its address has destinations beyond the edge."""
+        address's destinations may have changed, when it differs from the
+        last one: whether the address has a destination beyond the edge.  A
+        fallback destination does not count (as in qdrouterd): the edge uses
+        its own fallback, or sends up when the address is reachable."""
         tracking = self.tracking
         record = sender.record
         if tracking is None or record is None or not _mobile(record):
             return None
-        return SendOnLink(link=tracking, data=encode_tracking(record.key, not sender.blocked))
+        reachable = record.reaches_beyond(sender.conn)
+        if reachable is sender.tracked_reachable:
+            return None
+        sender.tracked_reachable = reachable
+        return SendOnLink(link=tracking, data=encode_tracking(record.key, reachable))
 
 
 LinkRouteLookup = Callable[[str, Direction], tuple[bool, bool]]
@@ -737,10 +744,10 @@ class EdgeHosts:
         peer.tracking = link
         effects: list[Effect] = []
         for sender in peer.conn.in_links.values():
-            if not sender.blocked:
-                answer = peer.tracked(sender)
-                if answer is not None:
-                    effects.append(answer)
+            sender.tracked_reachable = False  # a new tracking link knows nothing yet
+            answer = peer.tracked(sender)
+            if answer is not None:
+                effects.append(answer)
         return link, effects
 
     def service_attached(self, peer: EdgePeer, address: str, *, name: str,

@@ -183,12 +183,14 @@ class AddressRecord:
         connection counts only destinations that are not on that connection
         (docs/networks.md#edge-routers).
         """
+        fallback = self.fallback
         if sender.conn.role is Role.EDGE:
             if self.reaches_beyond(sender.conn):
                 return True
-        elif self.consumers or self.remotes:
+            return fallback is not None and not sender.fallback \
+                and fallback.reaches_beyond(sender.conn)
+        if self.consumers or self.remotes:
             return True
-        fallback = self.fallback
         return fallback is not None and not sender.fallback and fallback.has_destination
 
     def reaches_beyond(self, conn: Connection) -> bool:
@@ -234,6 +236,7 @@ class InLink:
         "router_link",
         "stuck",
         "stuck_now",
+        "tracked_reachable",
         "transit",
         "unsettled",
         "user_id",
@@ -274,6 +277,9 @@ class InLink:
         # (docs/routing.md#receiving-a-message).
         self.user_id = conn.user_id
         self.blocked = record is not None and not record.may_feed(self)
+        # An edge's producer: what the edge was last told of its address's
+        # destinations beyond it (``router.core.edges.EdgePeer.tracked``).
+        self.tracked_reachable = False
         # Credit bounded by the local consumers' credit, not only the window
         # (see ``router.core.destinations.senders_changed``).
         self.demand = False

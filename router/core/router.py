@@ -119,8 +119,10 @@ _FROM_HINT = {1: Distribution.MULTICAST, 2: Distribution.CLOSEST, 3: Distributio
 
 
 def _edge_senders(record: AddressRecord) -> bool:
-    """Whether a sender of ``record`` is on an edge connection."""
-    return any(s.conn.role is Role.EDGE for s in record.senders)
+    """Whether a sender of ``record``, or of the address it is the fallback
+    of, is on an edge connection."""
+    return any(s.conn.role is Role.EDGE for rec in (record, record.primary)
+               if rec is not None for s in rec.senders)
 
 
 def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
@@ -531,7 +533,7 @@ class Router:
         conn.in_links[link.link_id] = link
         effects = self._sender_added(record)
         edge = conn.edge
-        if edge is not None and not link.blocked:
+        if edge is not None:
             # An edge's producer: whether the address has destinations beyond
             # it (docs/networks.md#edge-routers).
             answer = edge.tracked(link)

@@ -22,6 +22,7 @@ from tests.system.harness import Hop, wait_for
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
 from tests.system.test_network import (
+    Capabilities,
     collect_for,
     collect_until,
     give_each_outcome,
@@ -208,6 +209,39 @@ def test_an_edge_producer_has_credit_exactly_while_a_consumer_exists_anywhere(
     wait_all(conns, lambda: again.fetcher.has_message == 1, what="the message")
     assert take(again).body == "x"
     assert settle_all(conns, [delivery]) == [Delivery.ACCEPTED]
+
+
+def test_an_edge_uses_its_own_fallback_until_the_address_has_a_consumer_beyond_it(
+        start_router: StartRouter) -> None:
+    # The interior tells the edge whether the address itself has consumers;
+    # a fallback consumer (here on the edge) is no reason to send up.
+    net = edges(start_router, {"E1": ["I"]},
+                extra="address {\n    prefix: fb\n    enableFallback: yes\n}\n")
+    client, far = connect(net.url("E1")), connect(net.url("I"))
+    conns = [client, far]
+    fallback = client.create_receiver("fb.edge", credit=20, name="fallback",
+                                      options=Capabilities("qd.fallback"))
+    sender = ready_sender(conns, client, "fb.edge")
+    deliveries = [send_async(sender, n) for n in range(5)]
+    got: dict[str, list[Any]] = {"fallback": [], "primary": []}
+    collect_until(conns, {"fallback": fallback}, got, lambda: len(got["fallback"]) == 5, 10,
+                  "five at the edge's fallback")
+    assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * 5
+    primary = far.create_receiver("fb.edge", credit=20, name="primary")
+    receivers = {"fallback": fallback, "primary": primary}
+
+    for _ in range(30):  # until the edge has heard of the consumer beyond it
+        deliveries.append(send_async(sender, len(deliveries)))
+        collect_until(conns, receivers, got,
+                      lambda: len(got["fallback"]) + len(got["primary"]) == len(deliveries),
+                      10, "the next message")
+        if got["primary"]:
+            break
+        pump(client, 0.2)
+    assert got["primary"], "never sent beyond the edge"
+    assert settle_all(conns, deliveries) == [Delivery.ACCEPTED] * len(deliveries)
+    for conn in conns:
+        conn.close()
 
 
 def test_request_and_reply_through_dynamic_addresses_of_two_edges(

@@ -550,7 +550,7 @@ def test_loop_guard_releases_a_message_whose_trace_is_longer_than_the_network(
         conn.close()
 
 
-class _Capabilities(LinkOption):  # type: ignore[misc]
+class Capabilities(LinkOption):  # type: ignore[misc]
     """A receiving link's source capabilities."""
 
     def __init__(self, *names: str) -> None:
@@ -578,7 +578,7 @@ def test_an_attach_from_another_router_that_no_link_route_serves_is_refused(
     try:
         # The control link first: without it any other attach is refused as
         # on the wrong connection role.
-        peer.create_receiver(None, name="control", options=_Capabilities("qd.router"))
+        peer.create_receiver(None, name="control", options=Capabilities("qd.router"))
         for receiving in (False, True):
             with pytest.raises(LinkDetached) as refused:
                 if receiving:

@@ -325,6 +325,30 @@ def test_tracking_answers_follow_destinations_beyond_the_edge() -> None:
     assert router.link_detached(client_consumer) == []
 
 
+def test_a_fallback_destination_is_no_answer_and_the_answer_follows_the_primary() -> None:
+    # qdrouterd answers for the address itself: with only a fallback consumer
+    # (here on the edge itself, as qpid-dispatch's fallback_dest tests have
+    # it) the edge must use its own fallback rather than send up.
+    table = AddressTable()
+    table.add(AddressSpec(prefix="dest", enable_fallback=True))
+    router = Router(router_id="I", addresses=table, token=lambda: "tok", interior=True)
+    e1 = edge_conn(router)
+    decision, _ = router.outgoing_link_attached(e1, name="t", address=TRACKING_ADDRESS)
+    assert isinstance(decision, OutgoingAccepted)
+    tracking = decision.link
+    proxy, effects = producer(router, e1, "dest.x")
+    assert [e for e in effects if isinstance(e, SendOnLink)] == []
+    consumer(router, e1, "dest.x", capabilities=("qd.fallback",))
+    assert proxy.blocked, "its own fallback is not beyond the edge"
+    fallback_elsewhere = consumer(router, conn(), "dest.x", capabilities=("qd.fallback",))
+    assert not proxy.blocked and not proxy.tracked_reachable, "credit, but no answer"
+    effects = router.outgoing_link_attached(conn(), name="r", address="dest.x")[1]
+    assert SendOnLink(link=tracking, data=encode_tracking("M0dest.x", True)) in effects, \
+        "a primary consumer while the sender already had credit"
+    router.link_detached(fallback_elsewhere)
+    assert proxy.tracked_reachable
+
+
 def test_a_tracking_link_that_attaches_late_gets_the_current_answers() -> None:
     router = interior_router()
     e1 = edge_conn(router)
