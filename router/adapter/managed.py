@@ -312,7 +312,7 @@ class Vhosts(ReadOnly):
     def _row(section: conf.VhostSection) -> Row:
         row: Row = conf.section_attributes(section)
         row["identity"] = f"vhost/{section.hostname}"
-        row["name"] = section.name or section.hostname
+        row["name"] = section.name or row["identity"]  # qdrouterd's default name
         return row
 
     def rows(self) -> Iterable[Row]:
@@ -332,7 +332,8 @@ class Vhosts(ReadOnly):
 
     def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
         attributes = dict(attributes)
-        if attributes.get("hostname") is None and name is not None:
+        if attributes.get("hostname") is None and attributes.get("id") is None \
+                and name is not None:
             attributes["hostname"] = name  # qdrouterd names a vhost by its hostname
         section = section_from("vhost", name, attributes)
         assert isinstance(section, conf.VhostSection)

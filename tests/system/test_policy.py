@@ -413,6 +413,17 @@ def test_vhost_names_as_patterns_take_matching_hostnames(start_router: StartRout
         assert status == 400 and "pattern conflicts with vhost '#.example'" in description
         assert sorted(r["hostname"] for r in client.query("vhost", "hostname")) == [
             "#.example", "$default"]
+        # qdrouterd's names and forms: "vhost/<hostname>" for one the conf
+        # made, and the deprecated "id" for the hostname.
+        status, description, _ = client.request(
+            {"maxConnections": 5}, operation="UPDATE", type="org.apache.qpid.dispatch.vhost",
+            name="vhost/$default")
+        assert status == 200, description
+        status, description, body = client.request(
+            {"id": "shop", "allowUnknownUser": True}, operation="CREATE",
+            type="org.apache.qpid.dispatch.vhost", name="shop")
+        assert (status, body.get("hostname"), body.get("name")) == (201, "shop", "shop"), \
+            description
     finally:
         client.close()
     shop.close()
