@@ -482,6 +482,20 @@ def test_a_connector_connects_again_with_its_updated_profile(
         b_mgmt.close()
 
 
+def test_a_connector_that_cannot_verify_the_peer_logs_why_and_the_peer(
+        start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    other = make_pki(tmp_path / "other")
+    a = start_router(router_conf(profile(pki), router_id="A",
+                                 listener=tls_listener("    requireSsl: yes\n")), name="A")
+    trusting_another_ca = f"sslProfile {{\n    name: tls\n    caCertFile: {other.ca}\n}}\n"
+    connector = (f"connector {{\n    name: to-a\n    host: localhost\n    port: {a.ports[0]}\n"
+                 "    sslProfile: tls\n}\n")
+    b = start_router(router_conf(trusting_another_ca + connector, router_id="B"), name="B")
+    b.wait_log(rf"\[C\d+\] Connection to localhost:{a.ports[0]} failed: "
+               r"amqp:connection:framing-error: SSL Failure: ")
+
+
 def test_a_route_container_connection_over_tls(start_router: StartRouter, pki: Pki) -> None:
     """A waypoint queue on a RabbitMQ reached over TLS, its certificate checked."""
     with running("tlsrabbit", tls=(pki.server_cert, pki.server_key, pki.ca)) as broker:
