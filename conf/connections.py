@@ -123,8 +123,11 @@ _SSL_PROFILE = setting(
 _SASL_MECHANISMS = setting("saslMechanisms", StringType(), "space-separated SASL mechanisms")
 _MAX_FRAME_SIZE = setting(
     "maxFrameSize",
-    IntegerType(512, UINT32_MAX),
-    "max-frame-size offered in OPEN, in bytes (Hop refuses values below 512)",
+    IntegerType(0, UINT32_MAX, floor=512,
+                floor_warning="maxFrameSize {value} is taken as 512, the smallest max-frame-size "
+                "AMQP allows (AMQP 1.0 section 2.7.1)"),
+    "max-frame-size offered in OPEN, in bytes (a value below 512 is taken as 512, with a "
+    "warning)",
 )
 _MAX_SESSIONS = setting(
     "maxSessions", IntegerType(0, UINT32_MAX), "sessions per connection; 0 or >32768 mean 32768"

@@ -144,13 +144,21 @@ class StringType(ValueType):
 
 
 class IntegerType(ValueType):
-    """A base-10 integer between ``minimum`` and ``maximum`` inclusive."""
+    """A base-10 integer between ``minimum`` and ``maximum`` inclusive.
 
-    def __init__(self, minimum: int, maximum: int) -> None:
+    ``floor``: a value from ``minimum`` up to it is taken as ``floor``, with
+    the warning ``floor_warning`` (``{value}`` in it is the value given),
+    where qdrouterd raises such a value rather than refusing it.
+    """
+
+    def __init__(self, minimum: int, maximum: int, *, floor: int | None = None,
+                 floor_warning: str = "") -> None:
         self.minimum = minimum
         self.maximum = maximum
+        self.floor = floor
+        self.floor_warning = floor_warning
 
-    def convert(self, node: Node) -> int:
+    def _number(self, node: Node) -> int:
         text = _text(node, "an integer")
         if not _INTEGER.fullmatch(text.strip()):
             raise ValueTypeError(f"expected an integer, got {text!r}")
@@ -160,6 +168,21 @@ class IntegerType(ValueType):
                 f"expected an integer between {self.minimum} and {self.maximum}, got {number}"
             )
         return number
+
+    def convert(self, node: Node) -> int:
+        number = self._number(node)
+        return self.floor if self.floor is not None and number < self.floor else number
+
+    def warnings(self, node: Node) -> list[tuple[Position, str]]:
+        if self.floor is None:
+            return []
+        try:
+            number = self._number(node)
+        except ValueTypeError:
+            return []
+        if number >= self.floor:
+            return []
+        return [(node.pos, self.floor_warning.format(value=number))]
 
     def describe(self) -> str:
         return f"integer {self.minimum}..{self.maximum}"

@@ -107,8 +107,8 @@ SPECIAL_STRINGS: dict[str, st.SearchStrategy[str]] = {
 def value_strategy(conf_name: str, value_type: ValueType) -> st.SearchStrategy[Any]:
     if isinstance(value_type, StringType):
         return SPECIAL_STRINGS.get(conf_name, st.text(max_size=12))
-    if isinstance(value_type, IntegerType):
-        return st.integers(value_type.minimum, value_type.maximum)
+    if isinstance(value_type, IntegerType):  # a value below its floor reads back raised
+        return st.integers(value_type.floor or value_type.minimum, value_type.maximum)
     if isinstance(value_type, BooleanType):
         return st.booleans()
     if isinstance(value_type, FloatType):

@@ -75,10 +75,20 @@ def test_enum_index_out_of_range_is_refused() -> None:
 
 
 def test_value_out_of_range_gives_the_range() -> None:
-    assert diagnostics("listener {\n    maxFrameSize: 511\n}\n") == [
+    assert diagnostics("listener {\n    maxFrameSize: 4294967296\n}\n") == [
         "hopd.conf:2:19: invalid value for 'maxFrameSize' in section 'listener': "
-        "expected an integer between 512 and 4294967295, got 511"
+        "expected an integer between 0 and 4294967295, got 4294967296"
     ]
+
+
+def test_a_frame_size_below_the_amqp_minimum_is_raised_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # qdrouterd runs such a file (its system_tests_protocol_settings give 2).
+    conf = parse("listener {\n    maxFrameSize: 2\n}\n", "hopd.conf")
+    assert conf.listeners[0].max_frame_size == 512
+    assert caplog.messages == [
+        "hopd.conf:2:19: maxFrameSize 2 is taken as 512, the smallest max-frame-size AMQP "
+        "allows (AMQP 1.0 section 2.7.1)"]
 
 
 def test_port_out_of_range_is_refused() -> None:
