@@ -23,7 +23,7 @@ import attrs
 
 import conf
 from addressing import AddressTable
-from router import logs
+from router import __version__, logs
 from router.adapter import (
     ConnectorSettings,
     Engine,
@@ -251,6 +251,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           vhost_sections=sections, tls_profiles=profiles,
                           shutdown_grace_s=shutdown_grace_s,
                           stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None)
+    # qdrouterd's first lines, which tools that read its logs look for.
+    log.info("Container Name: %s", router_id)
+    logging.getLogger("router").info("Version: %s", __version__)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:

@@ -156,6 +156,9 @@ def test_every_listener_is_announced(start_router: object) -> None:
     hop: Hop = start_router(router_conf(listener=two), listeners=2)  # type: ignore[operator]
     assert len(set(hop.ports)) == 2
     assert re.search(r"Listening on 127\.0\.0\.1:\d+ \(second\)", hop.log_text())
+    # The start lines qdrouterd writes, which log tools (its scraper) look for.
+    assert re.search(r"SERVER \(info\) Container Name: HopTest\n.*ROUTER \(info\) Version: \d",
+                     hop.log_text())
 
 
 def test_garbage_on_a_socket_does_not_disturb_other_clients(hop: Hop) -> None:
