@@ -56,7 +56,7 @@ from router.adapter.stats import RouterStats
 from router.adapter.sweep import Sweep
 from router.adapter.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.transports import Transports
-from router.adapter.trunks import Trunks
+from router.adapter.trunks import IDLE_KEPT, Trunks
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.core.watch import Watch
@@ -93,7 +93,7 @@ def build_engine(*, core: Router, router_id: str,
                  tls_profiles: dict[str, TlsProfile] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  shutdown_grace_s: float = 0.0, management: bool = True,
-                 stuck_s: float | None = None) -> Engine:
+                 stuck_s: float | None = None, idle_streaming_links: int = IDLE_KEPT) -> Engine:
     """Build every part of the adapter around ``core`` and wire them.
 
     Listeners are opened afterwards (``bind``), and a peer group joined
@@ -111,7 +111,7 @@ def build_engine(*, core: Router, router_id: str,
     logs.on_change(transports, transports.trace_all)
     links = Links(forwarder, relay)
     own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
-    trunks = Trunks(core, links, own, pending)
+    trunks = Trunks(core, links, own, pending, idle_streaming_links)
     forwarder.sender.trunks = trunks
     opening = Opening(core, router_id, policy, profiles, transports.by_connection,
                       transports.by_transport, clock)
@@ -161,6 +161,8 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener
 #: With qdrouterd's test hooks (``-T``): the age of a stuck delivery and of a
 #: blocked link, as qdrouterd's.
 TEST_HOOKS_STUCK_S = 3.0
+#: With test hooks: idle streaming links kept per connection, as qdrouterd's.
+TEST_HOOKS_IDLE_STREAMING = 2
 
 _S = TypeVar("_S", conf.ListenerSection, conf.ConnectorSection)
 _T = TypeVar("_T", ListenerSettings, ConnectorSettings)
@@ -250,7 +252,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           section=cfg.router, policy=policy, policy_section=cfg.policy,
                           vhost_sections=sections, tls_profiles=profiles,
                           shutdown_grace_s=shutdown_grace_s,
-                          stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None)
+                          stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None,
+                          idle_streaming_links=TEST_HOOKS_IDLE_STREAMING if test_hooks
+                          else IDLE_KEPT)
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
     logging.getLogger("router").info("Version: %s", __version__)

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final
 
+from addressing import Role
 from router.adapter.outcomes import LOST_UNSETTLED, Outcomes, whole
 from router.adapter.pending import Counters, Pending, ReceiveBuffer
 from router.adapter.pn import lib
 from router.adapter.sending import Sender
-from router.core import Fanout, InLink, OutLink, Stream, Transfer
+from router.core import Connection, Fanout, InLink, OutLink, Stream, Transfer
 
 pn_delivery_pending: Final = lib.pn_delivery_pending
 pn_delivery_partial: Final = lib.pn_delivery_partial
@@ -39,6 +40,8 @@ STREAM_AT: Final = 131072
 #: connection stops being read; reading resumes below ``LOW_WATER``.
 HIGH_WATER: Final = 1 << 20
 LOW_WATER: Final = 1 << 18
+#: Connections never held for a copy behind: between routers.
+UNHELD: Final = (Role.INTER_ROUTER, Role.EDGE)
 
 
 class Streams:
@@ -188,15 +191,31 @@ class Streams:
                 ref.copies.clear()
 
     def _behind(self, stream: Stream, limit: int) -> bool:
-        """Whether a copy of ``stream`` is more than ``limit`` bytes behind."""
+        """Whether a copy of ``stream`` is more than ``limit`` bytes behind in
+        a way that holding its producer's connection helps.  Never for an
+        inter-router or edge connection (as qdrouterd: holding it would stop
+        every message on it, and the routing protocol too, and a streamed
+        message waiting there for a link holds no producer's memory the
+        router could spare); nor for bytes kept for a copy that waits for a
+        link busy with a message from that same connection, which the hold
+        would stop as well."""
+        conn = stream.in_link.conn
+        if conn.role in UNHELD:
+            return False
         if len(stream.backlog) > limit:
-            return True
+            busy = self.sender.busy
+            if not any(self._same_conn(busy.get(ol), conn) for ol in stream.waiting):
+                return True
         for ol, (od, _ref, _owed) in stream.active.items():
             lptr = ol.handle
             if lptr is not None and pn_link_current(lptr) == od \
                     and pn_delivery_pending(od) > limit:
                 return True
         return False
+
+    @staticmethod
+    def _same_conn(other: Stream | None, conn: Connection) -> bool:
+        return other is not None and other.in_link.conn is conn
 
     def _pause(self, stream: Stream) -> None:
         """Stop reading the producer's connection until the copies catch up."""

@@ -50,8 +50,11 @@ class Trunks:
         pending: the wake-up's shared work.
     """
 
-    def __init__(self, router: Router, links: Links, own: OwnLinks, pending: Pending) -> None:
+    def __init__(self, router: Router, links: Links, own: OwnLinks, pending: Pending,
+                 kept: int = IDLE_KEPT) -> None:
         self.router = router
+        #: Idle links kept per connection (``IDLE_KEPT``; 2 with test hooks).
+        self.kept = kept
         self.links = links
         self.own = own
         self.dirty = pending.output
@@ -99,7 +102,7 @@ class Trunks:
         if ol in idle:
             return
         idle.append(ol)
-        if len(idle) > IDLE_KEPT and self._next is None:
+        if len(idle) > self.kept and self._next is None:
             self._next = 0.0
 
     # -- a part of the loop: closing the idle links beyond those kept ------------------
@@ -110,10 +113,10 @@ class Trunks:
     def tick(self, now: float) -> None:
         self._next = None
         for idle in list(self.idle.values()):
-            excess = len(idle) - IDLE_KEPT
+            excess = len(idle) - self.kept
             for ol in [link for link in idle if not link.unsettled][:max(excess, 0)]:
                 self._close(ol)
-            if len(idle) > IDLE_KEPT:
+            if len(idle) > self.kept:
                 self._next = now + 1.0  # the rest once their outcomes are in
 
     def close(self) -> None:

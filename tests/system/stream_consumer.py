@@ -71,24 +71,31 @@ class StreamConsumer:
                 self._delivery(event.delivery)
             self.collector.pop()
 
-    def _delivery(self, delivery: Delivery) -> None:
-        if delivery.aborted:
-            self.aborted.append(len(self.arriving))
+    def _delivery(self, _event_delivery: Delivery) -> None:
+        """Take what has come of the link's deliveries, in order: an event may
+        name a delivery already taken, or come before the one it names is
+        the link's current one."""
+        while True:
+            delivery = self.link.current
+            if delivery is None:
+                return
+            if delivery.aborted:
+                self.aborted.append(len(self.arriving))
+                self.arriving = bytearray()
+                delivery.settle()
+                self.link.flow(1)
+                continue
+            pending = delivery.pending
+            if pending:
+                self.arriving += self.link.recv(pending)
+            if delivery.partial:
+                return
+            self.complete.append(bytes(self.arriving))
             self.arriving = bytearray()
+            delivery.update(Delivery.ACCEPTED)
+            self.link.advance()
             delivery.settle()
             self.link.flow(1)
-            return
-        pending = delivery.pending
-        if pending:
-            self.arriving += self.link.recv(pending)
-        if delivery.partial:
-            return
-        self.complete.append(bytes(self.arriving))
-        self.arriving = bytearray()
-        delivery.update(Delivery.ACCEPTED)
-        delivery.settle()
-        self.link.advance()
-        self.link.flow(1)
 
     def close(self) -> None:
         self.sock.close()
