@@ -257,7 +257,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           else IDLE_KEPT)
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
-    logging.getLogger("router").info("Version: %s", __version__)
+    log.getChild("router").info("Version: %s", __version__)
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:

@@ -33,7 +33,7 @@ _NAMES = {v: k for k, v in LEVELS.items()}
 
 # Which Python loggers each qdrouterd module covers (longest prefix wins).
 MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
-    "ROUTER": ("router", "router.adapter.opening.router"),
+    "ROUTER": ("router", "router.adapter.opening.router", "router.assembly.router"),
     "ROUTER_CORE": ("router.core", "router.adapter.events", "router.adapter.attaching",
                     "router.adapter.ownlinks", "router.adapter.opening",
                     "router.adapter.endpoints", "router.adapter.forwarder",
