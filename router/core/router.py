@@ -518,16 +518,19 @@ class Router:
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             ingress = ordinal
+        fallback = FALLBACK_CAPABILITY in capabilities
+        # An edge's producer for its fallback destination binds to the
+        # fallback record, as in qdrouterd, so that the edge learns whether
+        # fallback consumers exist beyond it (docs/networks.md#edge-routers).
         key = classify(address, router_id=self.router_id, phase=ingress,
-                       edge_mode=self.edge_mode)
+                       fallback=fallback and conn.role is Role.EDGE, edge_mode=self.edge_mode)
         if distribution is Distribution.UNAVAILABLE and self._unavailable(key):
             return NOT_FOUND, []
         record = self._bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
         link = InLink(self._link_id(), conn, name=name, address=address, record=record,
-                      phase=ingress, fallback=FALLBACK_CAPABILITY in capabilities,
-                      handle=handle)
+                      phase=ingress, fallback=fallback, handle=handle)
         record.senders.append(link)
         demand_changed(record)
         conn.in_links[link.link_id] = link

@@ -211,16 +211,18 @@ def test_an_edge_producer_has_credit_exactly_while_a_consumer_exists_anywhere(
     assert settle_all(conns, [delivery]) == [Delivery.ACCEPTED]
 
 
-def test_an_edge_uses_its_own_fallback_until_the_address_has_a_consumer_beyond_it(
-        start_router: StartRouter) -> None:
-    # The interior tells the edge whether the address itself has consumers;
-    # a fallback consumer (here on the edge) is no reason to send up.
+@pytest.mark.parametrize("fallback_on", ["E1", "I"])
+def test_an_edge_uses_the_fallback_until_the_address_has_a_consumer_beyond_it(
+        start_router: StartRouter, fallback_on: str) -> None:
+    # The interior tells the edge whether the address itself has consumers
+    # beyond it, and apart from that whether its fallback has: a fallback
+    # consumer on the edge is used there, one beyond it through the uplink.
     net = edges(start_router, {"E1": ["I"]},
                 extra="address {\n    prefix: fb\n    enableFallback: yes\n}\n")
     client, far = connect(net.url("E1")), connect(net.url("I"))
     conns = [client, far]
-    fallback = client.create_receiver("fb.edge", credit=20, name="fallback",
-                                      options=Capabilities("qd.fallback"))
+    fallback = (client if fallback_on == "E1" else far).create_receiver(
+        "fb.edge", credit=20, name="fallback", options=Capabilities("qd.fallback"))
     sender = ready_sender(conns, client, "fb.edge")
     deliveries = [send_async(sender, n) for n in range(5)]
     got: dict[str, list[Any]] = {"fallback": [], "primary": []}
