@@ -177,7 +177,8 @@ def _reopen_logs() -> None:
               help="Accepted for compatibility with qdrouterd; has no effect.")
 @click.option("-T", "--test-hooks", "test_hooks", is_flag=True,
               help="qdrouterd's test hooks: stuck deliveries and blocked links are "
-                   "flagged after 3 s instead of 10.")
+                   "flagged after 3 s instead of 10, and 2 idle streaming links are kept "
+                   "per connection instead of 4.")
 @click.option("--shutdown-grace", "shutdown_grace_s", type=click.FloatRange(min=0),
               default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
               help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
