@@ -20,9 +20,9 @@ def _routers(tmp_path: Path, exited_well: Callable[[Hop, int], bool]) -> Iterato
     started: list[Hop] = []
 
     def _start(conf_text: str | None = None, name: str = "hop", listeners: int = 1,
-               max_files: int | None = None) -> Hop:
+               max_files: int | None = None, args: tuple[str, ...] = ()) -> Hop:
         hop = start(tmp_path, conf_text if conf_text is not None else router_conf(), name,
-                    listeners, max_files)
+                    listeners, max_files, args)
         started.append(hop)
         return hop
 

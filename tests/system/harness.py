@@ -84,9 +84,10 @@ def hopd_command(*args: str) -> list[str]:
 
 
 def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1,
-          max_files: int | None = None) -> Hop:
+          max_files: int | None = None, args: tuple[str, ...] = ()) -> Hop:
     """Write ``conf_text`` and start ``hopd`` on it; wait until it listens.
-    ``max_files`` sets the router's limit of open file descriptors."""
+    ``max_files`` sets the router's limit of open file descriptors; ``args``
+    are further hopd options."""
     conf_path = directory / f"{name}.conf"
     conf_path.write_text(conf_text)
     log_path = directory / f"{name}.log"
@@ -94,7 +95,7 @@ def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1
     with log_path.open("wb") as log_file:
         limit = None if max_files is None else functools.partial(
             resource.setrlimit, resource.RLIMIT_NOFILE, (max_files, max_files))
-        proc = subprocess.Popen(hopd_command("-c", str(conf_path)), stdout=log_file,
+        proc = subprocess.Popen(hopd_command("-c", str(conf_path), *args), stdout=log_file,
                                 stderr=subprocess.STDOUT, env=env, preexec_fn=limit)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
