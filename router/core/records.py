@@ -549,17 +549,12 @@ class RemoteTarget:
 
     __slots__ = ("capacity", "cost", "hop", "link", "router_id")
 
-    def __init__(self, router_id: str, link: RouterLink, cost: int,
-                 hop: HopLoad | None = None) -> None:
+    def __init__(self, router_id: str, link: RouterLink, cost: int, hop: HopLoad) -> None:
         self.router_id = router_id
         self.link = link
         self.cost = cost
-        self.hop = hop if hop is not None else HopLoad()
+        self.hop = hop
         self.capacity = link.conn.link_capacity + cost
-
-    @property
-    def outstanding(self) -> int:
-        return self.hop.outstanding
 
     @property
     def load(self) -> int:

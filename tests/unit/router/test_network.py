@@ -82,7 +82,7 @@ def test_routers_behind_one_next_hop_share_its_count_of_unsettled_deliveries() -
     assert (b.load, c.load, d.load) == (2 + 1, 2 + 2, 0 + 5)
     router.network._apply([MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
     [b_again, _] = router.records["M0q"].remotes
-    assert b_again.outstanding == 2, "the count stays with the next hop"
+    assert b_again.hop.outstanding == 2, "the count stays with the next hop"
 
 
 def test_treatment_of_a_learnt_address_comes_from_the_hint_without_local_config() -> None:
