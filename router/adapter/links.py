@@ -10,13 +10,28 @@ table on every delivery; everything else here runs per attach or detach.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from router.adapter.forwarder import Forwarder
+from router.adapter.pn import lib
 from router.adapter.relay import Relay
-from router.core import TALLY_KEYS, InLink, OutLink, RoutedEnd, tally
+from router.core import TALLY_KEYS, Connection, InLink, OutLink, RoutedEnd, tally
 
 Link = InLink | OutLink | RoutedEnd
+
+
+def sample_credit(conns: Iterable[Connection]) -> list[Connection]:
+    """Note the credit each producer's link has from the router now
+    (``InLink.credit``, read by the sweep and by management; the
+    per-message path keeps none) and return the connections."""
+    conns = list(conns)
+    credit = lib.pn_link_credit
+    for conn in conns:
+        for il in conn.in_links.values():
+            if il.handle is not None:
+                il.credit = credit(il.handle)
+    return conns
 
 
 class Links:
@@ -60,4 +75,4 @@ class Links:
         return link
 
 
-__all__ = ["Link", "Links"]
+__all__ = ["Link", "Links", "sample_credit"]

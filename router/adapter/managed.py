@@ -19,6 +19,7 @@ from router import logs
 from router.adapter import tracing
 from router.adapter.certificates import Certificates
 from router.adapter.connections import Connector, Listener
+from router.adapter.links import sample_credit
 from router.adapter.peergroup import PeerGroup
 from router.adapter.pn import lib, to_str
 from router.adapter.ports import ConnectionControl, ConnectorControl, ListenerControl
@@ -522,7 +523,8 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "listener": Listeners(listeners, certificates),
         "connector": Connectors(connectors, certificates, clock),
         "connection": Connections(connections, clock, core),
-        "router.link": RouterLinks(lambda: [c.core for c in connections.conns.values()], clock),
+        "router.link": RouterLinks(
+            lambda: sample_credit(c.core for c in connections.conns.values()), clock),
         "router.address": RouterAddresses(core),
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),

@@ -201,6 +201,8 @@ class Sender:
             return  # a streamed copy is being written: credit is read when it ends
         lptr = ol.handle
         ol.credit = pn_link_credit(lptr)
+        ol.withheld = ol.credit <= 0 and ol.delivered == ol.flow_mark
+        ol.flow_mark = ol.delivered
         if ol.starved_since is not None and ol.credit > 0:
             # A spell without credit ends here, however short, as qdrouterd
             # counts it (router.core.watch measures the next from its sweep).
@@ -216,6 +218,8 @@ class Sender:
         if not queue and pn_link_get_drain(lptr):
             pn_link_drained(lptr)
             ol.credit = 0
+            ol.withheld = True
+            ol.flow_mark = ol.delivered
             self.dirty.add(ol.conn.handle)
         record = ol.record
         if record is not None and record.demand_senders:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import conf
 import router
-from router.adapter.links import Links
+from router.adapter.links import Links, sample_credit
 from router.adapter.pending import Counters
 from router.adapter.ports import ConnectionControl
 from router.core import AddressRecord, Connection, Router, tally
@@ -103,7 +103,7 @@ class RouterStats:
         outcomes on incoming links) plus those gone, the address records'
         and the per-message parts' own."""
         core = self._core
-        conns = [conn.core for conn in self._connections.conns.values()]
+        conns = sample_credit(conn.core for conn in self._connections.conns.values())
         totals = dict(self._links.retired)
         for conn in conns:
             for end in conn.routed.values():
@@ -114,8 +114,9 @@ class RouterStats:
                 tally(totals, ol)
         c = self._counters
         # Blocked until credit comes, not until the next sweep notices it.
-        blocked = sum(1 for conn in conns for out in conn.out_links.values()
-                      if out.starved and out.credit <= 0)
+        blocked = sum(1 for conn in conns
+                      for links in (conn.in_links, conn.out_links) for link in links.values()
+                      if link.starved and link.credit <= 0)
         uplink = core.uplink
         return RouterStatistics(
             version=router.__version__,

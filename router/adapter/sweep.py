@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from router.adapter.links import sample_credit
 from router.adapter.transports import Transports
 from router.core import InLink, OutLink
 from router.core.watch import Watch
@@ -48,8 +49,7 @@ class Sweep:
     def _watch_links(self, now: float) -> None:
         """Ages of unsettled deliveries, links without credit."""
         links: list[InLink | OutLink] = []
-        for conn in self.transports.conns.values():
-            core = conn.core
+        for core in sample_credit(conn.core for conn in self.transports.conns.values()):
             core.note_deliveries(now)
             links.extend(core.in_links.values())
             links.extend(core.out_links.values())
@@ -58,9 +58,9 @@ class Sweep:
             log.warning("[%r][L%d] %d deliver%s unsettled for more than %g seconds "
                         "(%d on this link so far)", link.conn, link.link_id, count,
                         "y" if count == 1 else "ies", self.watch.stuck_s, link.stuck)
-        for out in found.blocked:
-            log.warning("[%r][L%d] Link blocked with zero credit for %g seconds", out.conn,
-                        out.link_id, self.watch.blocked_s)
+        for link in found.blocked:
+            log.warning("[%r][L%d] Link blocked with zero credit for %g seconds", link.conn,
+                        link.link_id, self.watch.blocked_s)
 
 
 __all__ = ["Sweep"]

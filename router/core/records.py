@@ -216,6 +216,7 @@ class InLink:
         "blocked",
         "conn",
         "control",
+        "credit",
         "delayed1",
         "delayed10",
         "delivered",
@@ -234,6 +235,8 @@ class InLink:
         "priority",
         "record",
         "router_link",
+        "starved",
+        "starved_since",
         "stuck",
         "stuck_now",
         "tracked_reachable",
@@ -302,6 +305,13 @@ class InLink:
         self.stuck = 0
         #: Of its deliveries, those flagged stuck that are still unsettled.
         self.stuck_now = 0
+        # The credit the router has given the sender, as sampled by the
+        # adapter once a second and when management asks
+        # (``router.adapter.links.sample_credit``), and since when it has been
+        # zero (``router.core.watch``).
+        self.credit = 0
+        self.starved_since: float | None = None
+        self.starved = False
         # Inter-router links: ``router_link`` is the connection's RouterLink;
         # ``control`` marks the router-control link; ``transit`` links get
         # their credit back as soon as a delivery is forwarded (docs/routing.md#credit).
@@ -340,6 +350,7 @@ class OutLink:
         "delayed10",
         "delivered",
         "dropped_presettled",
+        "flow_mark",
         "handle",
         "link_id",
         "name",
@@ -356,6 +367,7 @@ class OutLink:
         "stuck_now",
         "unsettled",
         "watched",
+        "withheld",
     )
 
     def __init__(
@@ -404,6 +416,16 @@ class OutLink:
         self.stuck_now = 0
         self.starved_since: float | None = None
         self.starved = False
+        # Whether the consumer keeps it without credit: true until its first
+        # credit, and again when a flow of its own leaves none (it took its
+        # credit back, or drained).  Credit the router spent is not withheld:
+        # a consumer that has not yet sent more is not blocked unless copies
+        # wait for it (``router.core.watch``).  ``flow_mark`` is ``delivered``
+        # as of the last flow: a flow that finds no credit left after
+        # deliveries went out since (proton may tell of a flow after the
+        # router spent what it brought) is not a withdrawal.
+        self.withheld = True
+        self.flow_mark = 0
 
     @property
     def load(self) -> int:
@@ -740,5 +762,5 @@ def describe_counters(link: InLink | OutLink | RoutedEnd) -> str:
             f"acc={acc} rej={rej} rel={rel} mod={mod}")
     if isinstance(link, RoutedEnd):
         return line
-    blocked = "yes" if isinstance(link, OutLink) and link.starved else "no"
+    blocked = "yes" if link.starved else "no"
     return f"{line} delay1={link.delayed1} delay10={link.delayed10} blocked={blocked}"

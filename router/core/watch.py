@@ -36,7 +36,7 @@ class Findings:
     stuck (and how many), and links whose credit has newly been zero too long."""
 
     stuck: list[tuple[InLink | OutLink, int]] = attrs.field(factory=list)
-    blocked: list[OutLink] = attrs.field(factory=list)
+    blocked: list[InLink | OutLink] = attrs.field(factory=list)
 
 
 class Watch:
@@ -44,7 +44,7 @@ class Watch:
 
     Args:
         stuck_s: age after which an unsettled delivery is flagged stuck.
-        blocked_s: time with zero credit after which an outgoing link is blocked.
+        blocked_s: time with zero credit after which a link is blocked.
     """
 
     def __init__(self, *, stuck_s: float = STUCK_S, blocked_s: float = BLOCKED_S) -> None:
@@ -62,7 +62,7 @@ class Watch:
             newly = self._ages(link, now, last, interval)
             if newly:
                 findings.stuck.append((link, newly))
-            if isinstance(link, OutLink) and self._starved(link, now):
+            if self._starved(link, now):
                 findings.blocked.append(link)
         return findings
 
@@ -98,9 +98,18 @@ class Watch:
         link.stuck_now += newly
         return newly
 
-    def _starved(self, link: OutLink, now: float) -> bool:
-        """True when ``link`` has just been without credit for ``blocked_s``."""
-        if link.credit > 0:
+    def _starved(self, link: InLink | OutLink, now: float) -> bool:
+        """True when ``link`` has just been without credit for ``blocked_s``.
+
+        A producer's link is without credit when the router gives it none; a
+        consumer's when the consumer withholds it (see ``OutLink.withheld``)
+        or copies wait for credit it has not sent.  A consumer whose last
+        credit the router spent and that has nothing waiting is not blocked,
+        as in qdrouterd, which starts the clock at attach and on a flow but
+        not on a transfer.
+        """
+        if link.credit > 0 or (isinstance(link, OutLink) and not link.withheld
+                               and not link.queue):
             link.starved_since = None
             link.starved = False
             return False
@@ -113,7 +122,7 @@ class Watch:
         return False
 
     @staticmethod
-    def zero_credit_seconds(link: OutLink, now: float) -> int:
+    def zero_credit_seconds(link: InLink | OutLink, now: float) -> int:
         """How long ``link`` has had no credit (management ``zeroCreditSeconds``)."""
         if link.starved_since is None or link.credit > 0:
             return 0

@@ -96,9 +96,8 @@ def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
         deliveriesDelayed1Sec=link.delayed1,
         deliveriesDelayed10Sec=link.delayed10,
         deliveriesStuck=link.stuck_now,
-        creditAvailable=None if isinstance(link, InLink) else link.credit,
-        zeroCreditSeconds=0 if isinstance(link, InLink)
-        else Watch.zero_credit_seconds(link, now),
+        creditAvailable=link.credit,
+        zeroCreditSeconds=Watch.zero_credit_seconds(link, now),
         settleRate=0,
         ingressHistogram=None,
         priority=link.priority,

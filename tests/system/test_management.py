@@ -237,6 +237,46 @@ def test_stuck_and_delayed_deliveries_and_blocked_links_are_counted(hop: Hop,
     conn.close()
 
 
+def test_a_link_is_blocked_while_credit_is_withheld_not_when_the_router_spent_it(
+        start_router: StartRouter) -> None:
+    """A producer the router gives no credit and a consumer that gives none
+    are blocked; a reply link whose one credit the router spent, on a client
+    that reads its reply and then goes quiet, is not (qdrouterd's reading)."""
+    hop: Hop = start_router(args=("-T",))  # blocked after 3 s
+    quiet = Management(hop.url)
+    assert quiet.request(operation="GET-MGMT-NODES", name="self")[0] == 200
+    conn = connect(hop.url)
+    sender = conn.create_sender("blocked.tx")  # no consumer: no credit
+    idle = conn.create_receiver("blocked.rx", credit=0)
+    hop.wait_log(r"Link blocked with zero credit for 3 seconds", timeout=10)
+    time.sleep(1.5)  # a sweep after both links went 3 s without credit
+    mgmt = Management(hop.url)
+
+    def blocked() -> int:
+        [router] = mgmt.query("router", "linksBlocked")
+        return int(router["linksBlocked"])
+
+    def producer() -> dict[str, object]:
+        [row] = [r for r in mgmt.query("router.link", "linkDir", "owningAddr",
+                                       "creditAvailable", "zeroCreditSeconds")
+                 if (r["linkDir"], r["owningAddr"]) == ("in", "M0blocked.tx")]
+        return row
+
+    assert blocked() == 2
+    assert producer()["creditAvailable"] == 0
+    assert int(producer()["zeroCreditSeconds"]) >= 3  # type: ignore[call-overload]
+    receiver = conn.create_receiver("blocked.tx", credit=10)
+    conn.wait(lambda: sender.link.credit == 250, timeout=10)
+    assert producer()["creditAvailable"] == 250
+    assert producer()["zeroCreditSeconds"] == 0
+    idle.flow(10)
+    conn.wait(lambda: blocked() == 0, timeout=10)
+    receiver.close()
+    quiet.close()
+    mgmt.close()
+    conn.close()
+
+
 def test_another_routers_agent_is_reached_through_the_network(
         start_router: StartRouter) -> None:
     net = start_network(start_router, {"A": [], "B": ["A"]})

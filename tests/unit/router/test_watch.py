@@ -89,6 +89,41 @@ def test_an_outgoing_link_without_credit_is_blocked_once_until_credit_returns() 
     assert not outgoing.starved and Watch.zero_credit_seconds(outgoing, 13.0) == 0
 
 
+def blocked_at(watch: Watch, link: InLink | OutLink, seconds: range) -> list[int]:
+    return [t for t in seconds if watch.sweep([link], float(t)).blocked]
+
+
+def test_credit_the_router_spent_blocks_a_consumer_only_while_copies_wait() -> None:
+    _, outgoing = links()
+    watch = Watch(blocked_s=10.0)
+    outgoing.credit = 1
+    outgoing.withheld = False  # the consumer gave credit, as a flow does
+    watch.sweep([outgoing], 0.0)
+    outgoing.credit = 0  # spent on a reply; the consumer has not sent more yet
+    assert blocked_at(watch, outgoing, range(1, 30)) == []
+    assert Watch.zero_credit_seconds(outgoing, 30.0) == 0
+    outgoing.queue.append((b"m", None))  # now a copy waits for credit
+    assert blocked_at(watch, outgoing, range(30, 45)) == [40]
+    assert outgoing.starved
+
+
+def test_a_consumer_that_takes_its_credit_back_is_blocked() -> None:
+    _, outgoing = links()
+    watch = Watch(blocked_s=10.0)
+    outgoing.withheld = True  # a flow (or a drain) left it without credit
+    assert blocked_at(watch, outgoing, range(0, 15)) == [10]
+
+
+def test_a_producer_the_router_gives_no_credit_is_blocked_until_it_gets_some() -> None:
+    incoming, _ = links()
+    watch = Watch(blocked_s=10.0)
+    assert blocked_at(watch, incoming, range(0, 13)) == [10]
+    assert incoming.starved and Watch.zero_credit_seconds(incoming, 12.0) == 12
+    incoming.credit = 250
+    assert blocked_at(watch, incoming, range(13, 30)) == []
+    assert not incoming.starved and Watch.zero_credit_seconds(incoming, 30.0) == 0
+
+
 def test_a_connections_last_delivery_is_when_its_links_counts_last_grew() -> None:
     incoming, outgoing = links()
     conn = incoming.conn
