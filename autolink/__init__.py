@@ -13,13 +13,14 @@ from autolink.lifecycle import (
     AutoLinkState,
 )
 from autolink.spec import AutoLinkError, AutoLinkSpec
-from autolink.table import AutoLinkTable
+from autolink.table import AutoLinkEntity, AutoLinkTable
 
 __all__ = [
     "FIRST_RETRY_S",
     "RETRY_S",
     "TRANSITIONS",
     "AutoLink",
+    "AutoLinkEntity",
     "AutoLinkError",
     "AutoLinkEvent",
     "AutoLinkSpec",

@@ -1,16 +1,18 @@
-"""What an auto-link does over its life (docs/brokers.md#the-life-of-an-auto-link), as a
-transition table.
+"""What an auto-link's link does over its life (docs/brokers.md#the-life-of-an-auto-link),
+as a transition table.
 
-Owns the states of one auto-link (``inactive``, ``attaching``, ``active``,
-``failed``), the events that move it between them, and when a failed link is
-tried again.  Everything an auto-link does when its broker comes, refuses,
-detaches or goes away is in ``TRANSITIONS`` and ``AutoLink.fire``; an event
-a state does not expect is a bug and raises ``AutoLinkError``.
+Owns the states of one link of an auto-link on one connection (``inactive``,
+``attaching``, ``active``, ``failed``), the events that move it between
+them, and when a failed link is tried again.  Everything a link does when
+its broker comes, refuses, detaches or goes away is in ``TRANSITIONS`` and
+``AutoLink.fire``; an event a state does not expect is a bug and raises
+``AutoLinkError``.
 
 The life of an auto-link:
 
-* ``inactive``: no route-container connection serves it.  When one opens,
-  the router attaches the link there (``CONNECTED``) and it is ``attaching``.
+* ``inactive``: not attached.  When a connection serving the auto-link
+  opens, the router attaches a link there (``CONNECTED``) and it is
+  ``attaching``.
 * ``attaching``: the attach was sent.  The peer's answer carrying the
   terminus address makes it ``active`` (``REPLIED``); an answer without one
   leaves it ``attaching``, the peer is expected to detach (``REPLIED_EMPTY``).
@@ -18,15 +20,15 @@ The life of an auto-link:
   consumer of the address, an ``in`` link a producer into it.
 * ``failed``: the peer detached the link (a refused attach, a deleted queue,
   an ended session).  ``last_error`` says why; the link is attached again
-  after ``retry_delay_s`` on a connection that serves it (``CONNECTED``).
+  on its connection after ``retry_delay_s`` (``CONNECTED``).
   The first retry after a failure comes after 2 s, further ones every 5 s,
   as qdrouterd does; Hop starts again at 2 s after every success, where
   qdrouterd uses 2 s only once in the life of the router
   (docs/compatibility.md#auto-link-retries).
 * Losing the connection (``DISCONNECTED``) makes any state ``inactive``
-  and cancels a pending retry; the table attaches the link again at once if
-  another connection serves it, else when one opens (the re-attach after a
-  broker comes back).
+  and cancels a pending retry; the link is gone with its connection, and the
+  table attaches a new one when a serving connection opens (the re-attach
+  after a broker comes back).
 
 It must not know about connections, links or addresses beyond the opaque
 values the caller hands it.
@@ -87,7 +89,7 @@ TRANSITIONS: dict[tuple[AutoLinkState, AutoLinkEvent], AutoLinkState] = {
 
 @attrs.define(eq=False)
 class AutoLink(Generic[P]):
-    """One configured auto-link and where it is in its life.
+    """One link of a configured auto-link, on one connection, and where it is in its life.
 
     ``peer`` is the connection the link is attaching, attached or failed on
     (``None`` while inactive); ``link_id`` the router's link while active;

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 
 from addressing import Direction
-from autolink import AutoLink, AutoLinkSpec, AutoLinkTable
+from autolink import AutoLink, AutoLinkEntity, AutoLinkSpec, AutoLinkTable
 from router.core.destinations import demand_changed
 from router.core.effects import AttachAutoLink, DetachAutoLink, Effect
 from router.core.ids import LinkId
@@ -55,7 +55,7 @@ class AutoLinking:
         return len(self.table)
 
     def attach(self, autolink: AutoLink[Connection]) -> AttachAutoLink:
-        """The attach the adapter is to make for an auto-link that became active."""
+        """The attach the adapter is to make for an auto-link's link on its connection."""
         conn = autolink.peer
         assert conn is not None
         spec = autolink.spec
@@ -66,21 +66,17 @@ class AutoLinking:
                               sender=spec.direction is Direction.OUT,
                               address=autolink.external_address)
 
-    def add(self, spec: AutoLinkSpec) -> tuple[AutoLink[Connection], list[Effect]]:
-        """Add an auto-link at run time, attached at once when an open
-        connection serves it (raises ``AutoLinkError`` for a name taken)."""
-        autolink = self.table.add(spec)
-        if self.table.activate(autolink):
-            return autolink, [self.attach(autolink)]
-        return autolink, []
+    def add(self, spec: AutoLinkSpec) -> tuple[AutoLinkEntity[Connection], list[Effect]]:
+        """Add an auto-link at run time, attached at once on every open
+        connection that serves it (raises ``AutoLinkError`` for a name taken)."""
+        entity = self.table.add(spec)
+        return entity, [self.attach(al) for al in self.table.activate(entity)]
 
-    def remove(self, autolink: AutoLink[Connection]) -> list[Effect]:
-        """Delete an auto-link; its link, if it has one, is closed."""
-        self.table.remove(autolink)
-        log.info("Auto Link Deleted '%s'", autolink.label)
-        if autolink.peer is None:
-            return []
-        return [DetachAutoLink(autolink=autolink)]
+    def remove(self, entity: AutoLinkEntity[Connection]) -> list[Effect]:
+        """Delete an auto-link; its links are closed."""
+        links = self.table.remove(entity)
+        log.info("Auto Link Deleted '%s'", entity.label)
+        return [DetachAutoLink(autolink=al) for al in links if al.peer is not None]
 
     def attached(self, autolink: AutoLink[Connection], *, name: str, address: str | None,
                  handle: object, now: float = 0.0
@@ -120,16 +116,15 @@ class AutoLinking:
         log.info("Auto Link Activation Failed. %s", error or "detached by the peer")
 
     def connection_opened(self, conn: Connection) -> list[Effect]:
-        """A route-container connection opened: the auto-links it serves attach."""
+        """A route-container connection opened: each auto-link it serves attaches a link."""
         return [self.attach(al) for al in self.table.connection_opened(conn)]
 
-    def connection_closed(self, conn: Connection) -> list[Effect]:
-        """A route-container connection went: its auto-links move to another
-        connection serving them, if any."""
-        return [self.attach(al) for al in self.table.connection_closed(conn)]
+    def connection_closed(self, conn: Connection) -> None:
+        """A route-container connection went, and the auto-links' links on it."""
+        self.table.connection_closed(conn)
 
     def tick(self, now: float) -> list[Effect]:
-        """Auto-links whose retry is due attach again."""
+        """Auto-link links whose retry is due attach again."""
         return [self.attach(al) for al in self.table.tick(now)]
 
     def next_deadline(self) -> float | None:

@@ -656,8 +656,8 @@ class Router:
         return effects
 
     def connection_closed(self, conn: Connection, now: float = 0.0) -> list[Effect]:
-        """Unbind every link of a connection that went away; its auto-links go
-        inactive, or move to another connection serving them."""
+        """Unbind every link of a connection that went away, its auto-links'
+        links with them (an auto-link keeps its links on other connections)."""
         effects: list[Effect] = []
         links: list[InLink | OutLink] = [*conn.in_links.values(), *conn.out_links.values()]
         for link in links:
@@ -672,7 +672,7 @@ class Router:
             self.edges.closed(conn)
         effects.extend(self.link_routing.connection_closed(conn, now))
         if conn.role is Role.ROUTE_CONTAINER:
-            effects.extend(self.auto_links.connection_closed(conn))
+            self.auto_links.connection_closed(conn)
         return [e for e in effects if not isinstance(e, CreditEffect) or e.link.conn is not conn]
 
     # -- route-container connections and auto-links (docs/brokers.md) ----------

@@ -207,6 +207,34 @@ class StingyPeer(Peer):
         self.accepted += 1
 
 
+class SinkPeer(Peer):
+    """A container that connects to the router (a route-container listener),
+    keeps credit on every link it receives on, and accepts and keeps what
+    arrives (``bodies``)."""
+
+    def __init__(self, url: str, container_id: str) -> None:
+        super().__init__(url, listen=False, container_id=container_id, prefetch=10)
+        self.bodies: list[object] = []
+        self._connection: Any = None
+
+    def on_connection_opened(self, event: Any) -> None:
+        self._connection = event.connection
+
+    def leave(self) -> None:
+        """Close the connection to the router (the thread keeps running)."""
+        self._injector.trigger(ApplicationEvent("leave"))
+
+    def on_leave(self, event: Any) -> None:
+        if self._connection is not None:
+            self._connection.close()
+
+    def on_message(self, event: Any) -> None:
+        with self.lock:
+            self.bodies.append(event.message.body)
+        event.delivery.update(Delivery.ACCEPTED)
+        event.delivery.settle()
+
+
 class DetachAnsweringPeer(Peer):
     """A container that answers a detach (closed false) of any of its links
     by closing the link (``close``: its nodes do not outlive a detach) or by
@@ -225,5 +253,5 @@ class DetachAnsweringPeer(Peer):
             event.link.detach()
 
 
-__all__ = ["DetachAnsweringPeer", "MisbehavingPeer", "Peer", "SourcePeer", "StingyPeer",
-           "TransactionalPeer"]
+__all__ = ["DetachAnsweringPeer", "MisbehavingPeer", "Peer", "SinkPeer", "SourcePeer",
+           "StingyPeer", "TransactionalPeer"]

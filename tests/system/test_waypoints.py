@@ -25,7 +25,8 @@ from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
 from tests.system.harness import router_conf, wait_for
 from tests.system.network import start_network
-from tests.system.peers import StingyPeer
+from tests.system.mgmt import Management
+from tests.system.peers import SinkPeer, StingyPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
 
 
@@ -249,3 +250,54 @@ def test_a_producer_with_only_a_broker_behind_it_gets_the_brokers_credit(
             conn.close()
     finally:
         broker.stop()
+
+
+def test_an_autolink_naming_a_listener_attaches_on_every_connection_from_it(
+        start_router: StartRouter) -> None:
+    """Each connection to a route-container listener an auto-link names gets
+    the auto-link's links, and keeps them while the others come and go."""
+    port = free_port()
+    listener = (f"listener {{\n    name: shards\n    host: 127.0.0.1\n    port: {port}\n"
+                f"    role: route-container\n    saslMechanisms: ANONYMOUS\n}}\n")
+    hop = start_router(router_conf(listener + waypoint("shard.q", "shards") + LOG_INFO))
+    url = f"127.0.0.1:{port}"
+    peers = [SinkPeer(url, "shard-a"), SinkPeer(url, "shard-b")]
+    mgmt = Management(hop.url)
+
+    def autolinked() -> dict[tuple[str, str], set[str]]:
+        found: dict[tuple[str, str], set[str]] = {}
+        for row in mgmt.query("router.link", "linkDir", "owningAddr", "connectionId"):
+            if row["owningAddr"] in ("M0shard.q", "M1shard.q"):
+                found.setdefault((row["linkDir"], row["owningAddr"]), set()).add(
+                    row["connectionId"])
+        return found
+
+    try:
+        for peer in peers:
+            peer.start()
+        wait_autolinks(hop, "shard.q", count=2)
+        links = autolinked()
+        assert len(links[("out", "M0shard.q")]) == 2 and len(links[("in", "M1shard.q")]) == 2
+        assert links[("out", "M0shard.q")] == links[("in", "M1shard.q")]
+        [status] = mgmt.query("router.config.autoLink", "direction", "operStatus")[:1]
+        assert status["operStatus"] == "active"
+
+        conn = connect(hop.url)
+        sender = conn.create_sender("shard.q")
+        deliveries = [send_async(sender, f"m{i}") for i in range(20)]
+        wait_all([conn], lambda: all(d.settled for d in deliveries), 20, "all settled")
+        assert [d.remote_state for d in deliveries] == [Delivery.ACCEPTED] * 20
+        got = peers[0].bodies + peers[1].bodies
+        assert sorted(got) == sorted(f"m{i}" for i in range(20))
+
+        peers[0].leave()  # one leaves: the other keeps its links
+        wait_for(lambda: len(autolinked().get(("out", "M0shard.q"), ())) == 1, 10)
+        peers.append(SinkPeer(url, "shard-c"))  # and one comes
+        peers[-1].start()
+        wait_autolinks(hop, "shard.q", count=3)
+        wait_for(lambda: len(autolinked().get(("out", "M0shard.q"), ())) == 2, 10)
+        conn.close()
+    finally:
+        mgmt.close()
+        for peer in peers:
+            peer.stop()

@@ -39,37 +39,43 @@ def test_neither_container_id_nor_connection_is_never_served() -> None:
     assert table.connection_opened(Peer("anything", name="anything")) == []
 
 
-def test_a_second_serving_connection_does_not_attach_again() -> None:
-    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
-    first, second = Peer("b"), Peer("b")
-    assert len(table.connection_opened(first)) == 1
-    assert table.connection_opened(second) == []
-
-
-def test_losing_the_connection_moves_the_link_to_another_serving_one() -> None:
+def test_every_serving_connection_gets_a_link_of_its_own() -> None:
     table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
     first, second = Peer("b", "x"), Peer("b", "y")
-    (al,) = table.connection_opened(first)
-    al.replied(True, link_id=1)
-    table.connection_opened(second)
-    assert table.connection_closed(first) == [al]
-    assert (al.state, al.peer) == (S.ATTACHING, second)
-    assert table.connection_closed(second) == []
-    assert (al.state, al.peer) == (S.INACTIVE, None)
+    (one,) = table.connection_opened(first)
+    (two,) = table.connection_opened(second)
+    assert one is not two and (one.peer, two.peer) == (first, second)
+    [entity] = table
+    assert entity.links == [one, two] and entity.state is S.ATTACHING
+    two.replied(True, link_id=7)
+    assert entity.state is S.ACTIVE and entity.link_id == 7
+
+
+def test_losing_a_connection_loses_only_the_link_on_it() -> None:
+    table: AutoLinkTable[Peer] = AutoLinkTable([spec(container_id="b")])
+    first, second = Peer("b", "x"), Peer("b", "y")
+    (one,) = table.connection_opened(first)
+    one.replied(True, link_id=1)
+    (two,) = table.connection_opened(second)
+    table.connection_closed(first)
+    [entity] = table
+    assert one.state is S.INACTIVE and entity.links == [two]
+    assert entity.state is S.ATTACHING and entity.link_id is None
+    table.connection_closed(second)
+    assert entity.links == [] and entity.state is S.INACTIVE
 
 
 def test_broker_coming_back_reattaches() -> None:
     table: AutoLinkTable[Peer] = AutoLinkTable([spec(connection="broker")])
     (al,) = table.connection_opened(Peer("rabbit", "broker"))
     al.replied(True, link_id=1)
-    assert table.connection_closed(Peer("rabbit", "broker")) == [], \
-        "an equal but different connection is not the one the link is on"
-    assert al.link_id == 1, "still active"
+    table.connection_closed(Peer("rabbit", "broker"))
+    assert al.link_id == 1, "an equal but different connection is not the one the link is on"
     table.connection_closed(al.peer)  # type: ignore[arg-type]
     assert al.state is S.INACTIVE
     back = Peer("rabbit", "broker")
-    assert table.connection_opened(back) == [al]
-    assert al.peer is back
+    (again,) = table.connection_opened(back)
+    assert again.peer is back and again.state is S.ATTACHING
 
 
 def test_failed_links_are_attached_again_when_their_retry_is_due() -> None:
@@ -107,20 +113,24 @@ def test_names_are_unique_and_identities_are_assigned_in_order() -> None:
         table.add(spec(name="one"))
 
 
-def test_an_autolink_added_at_run_time_attaches_on_an_open_serving_connection() -> None:
+def test_an_autolink_added_at_run_time_attaches_on_every_open_serving_connection() -> None:
     table: AutoLinkTable[Peer] = AutoLinkTable()
-    broker = Peer("broker")
-    table.connection_opened(broker)
+    brokers = [Peer("broker", "x"), Peer("broker", "y"), Peer("other")]
+    for peer in brokers:
+        table.connection_opened(peer)
     late = table.add(spec("late", container_id="broker"))
-    assert table.activate(late) and late.state is S.ATTACHING and late.peer is broker
+    links = table.activate(late)
+    assert [al.peer for al in links] == brokers[:2] and late.state is S.ATTACHING
     elsewhere = table.add(spec("other", container_id="nobody"))
-    assert not table.activate(elsewhere) and elsewhere.state is S.INACTIVE
+    assert table.activate(elsewhere) == [] and elsewhere.state is S.INACTIVE
 
 
 def test_a_removed_autolink_is_never_retried() -> None:
     table: AutoLinkTable[Peer] = AutoLinkTable([spec("a", container_id="broker")])
     [autolink] = table.connection_opened(Peer("broker"))
     table.detached(autolink, "refused", now=0.0)
-    table.remove(autolink)
+    [entity] = table
+    assert entity.state is S.FAILED and entity.last_error == "refused"
+    assert table.remove(entity) == [autolink], "its links, for the caller to detach"
     assert len(table) == 0
     assert table.next_deadline() is None and table.tick(100.0) == []

@@ -166,16 +166,21 @@ def test_losing_the_broker_makes_it_inactive_until_a_serving_connection_opens() 
     assert [e.conn for e in attach_all(router, second)] == [second, second]
 
 
-def test_a_second_connection_to_the_broker_takes_over_at_once() -> None:
+def test_every_connection_serving_an_autolink_gets_a_link_and_keeps_it() -> None:
     first, second = broker(1, name=None, container="rabbit"), broker(2, name=None,
                                                                     container="rabbit")
     router = make_router(AutoLinkSpec(address="q", direction=Direction.OUT,
                                       container_id="rabbit"))
-    (effect,) = attach_all(router, first)
-    answered(router, effect)
-    assert attach_all(router, second) == []
-    (moved,) = router.connection_closed(first)
-    assert isinstance(moved, AttachAutoLink) and moved.conn is second
+    (one,) = attach_all(router, first)
+    (two,) = attach_all(router, second)
+    assert (one.conn, two.conn) == (first, second)
+    links = [answered(router, one), answered(router, two)]
+    record = links[0].record
+    assert record is not None and set(record.consumers) == set(links)
+    assert router.connection_closed(first) == []
+    assert record.consumers == [links[1]], "the other connection's link stays"
+    [entity] = router.auto_links.table
+    assert entity.state is S.ACTIVE and entity.link_id == links[1].link_id
 
 
 def test_fallback_autolinks_bind_to_the_fallback_record_and_to_phase_0() -> None:
