@@ -254,17 +254,14 @@ class Attaching:
             return []
         log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
         if isinstance(link, RoutedEnd):
-            if not answerable:
-                # Its session ended: the other side gets the session's error,
-                # and nothing answers this side any more.
-                links.pop(lptr)
-                return self.router.routed_detached(link, remote_detach(lptr))
             routed = self.router.routed_detached(link, remote_detach(lptr))
-            if link.answer_awaited:
+            if answerable and link.answer_awaited:
                 # Nothing more passes through it: what did is settled now
                 # (a partial copy aborted before the detach goes on).
                 links.relay.routed_gone(link)
             else:
+                # Answered at once, or its session ended: the other side gets
+                # the session's error, and nothing answers this side any more.
                 links.pop(lptr)
             return routed
         links.pop(lptr)
