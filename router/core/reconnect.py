@@ -120,9 +120,13 @@ class Failover:
 
     def learn(self, announced: list[Endpoint]) -> None:
         """A peer announced its failover list: it replaces the learnt entries
-        (an empty list forgets them), the one in use kept first."""
+        (an empty list forgets them) but the one in use, which stays until it
+        fails, as qdrouterd keeps it; that one stays current."""
         current = self.current
-        self.learnt = [e for e in announced if e not in self.configured]
+        learnt = [e for e in announced if e not in self.configured]
+        if current not in self.configured and current not in learnt:
+            learnt.insert(0, current)
+        self.learnt = learnt
         entries = self.entries
         self.index = entries.index(current) if current in entries else 0
 

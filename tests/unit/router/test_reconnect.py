@@ -63,6 +63,12 @@ def test_learnt_entries_replace_earlier_ones_and_keep_the_current_peer() -> None
     failover.learn([Endpoint("y", 8), Endpoint("x", 9)])
     assert failover.current == Endpoint("x", 9), "the entry in use stays current"
     failover.learn([])
+    assert failover.entries == [Endpoint("a", 1), Endpoint("x", 9)], \
+        "the entry in use stays until it fails"
+    assert failover.current == Endpoint("x", 9)
+    assert failover.listing() == "amqp://x:9, amqp://a:1"
+    failover.advance()
+    failover.learn([])
     assert failover.entries == [Endpoint("a", 1)] and failover.current == Endpoint("a", 1)
 
 
