@@ -24,8 +24,8 @@ from tests.system.clients import (
 from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
 from tests.system.harness import router_conf, wait_for
-from tests.system.network import start_network
 from tests.system.mgmt import Management
+from tests.system.network import start_network
 from tests.system.peers import SinkPeer, StingyPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
 
