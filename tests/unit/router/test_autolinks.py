@@ -157,8 +157,7 @@ def test_losing_the_broker_makes_it_inactive_until_a_serving_connection_opens() 
     consumer, _ = router.outgoing_link_attached(client(), name="c", address="q")
     assert isinstance(consumer, OutgoingAccepted)
     assert router.connection_closed(first, now=1.0) == []
-    links: list[AutoLink[Connection]] = list(router.auto_links.table)
-    assert [al.state for al in links] == [S.INACTIVE, S.INACTIVE]
+    assert [al.state for al in router.auto_links.table] == [S.INACTIVE, S.INACTIVE]
     assert not first.in_links and not first.out_links
     assert "M0q" not in router.records, "the out auto-link is no consumer any more"
     assert router.records["M1q"].senders == [], "nor is the in auto-link a producer"
