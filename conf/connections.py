@@ -326,7 +326,8 @@ class ListenerSection(Section, _ConnectionHelpers):
             StringType("path"),
             "static file root for HTTP",
             aliases=("httpRoot",),
-            ignored="HTTP listeners serve /metrics and /healthz only",
+            ignored="HTTP listeners serve /metrics and /healthz only (it makes the "
+                    "listener speak HTTP, as in qdrouterd, but its files are not served)",
         ),
     )
     message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)

@@ -36,6 +36,12 @@ def test_plain_needs_a_proton_built_with_cyrus_sasl(monkeypatch: pytest.MonkeyPa
         == "ANONYMOUS EXTERNAL", "proton serves these itself"
 
 
+def test_an_http_root_dir_makes_a_listener_speak_http_as_in_qdrouterd() -> None:
+    assert not listener_settings(listener()).http
+    assert listener_settings(listener(http=True)).http
+    assert listener_settings(listener(http_root_dir="/srv/console")).http
+
+
 def test_tls_settings_refer_to_a_known_profile() -> None:
     with pytest.raises(TlsError, match="no sslProfile named 'missing'"):
         listener_settings(listener(ssl_profile="missing"))
