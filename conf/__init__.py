@@ -17,6 +17,7 @@ from conf.connections import (
     ListenerSection,
     Role,
     StripAnnotations,
+    logged_fields,
 )
 from conf.diagnostics import ConfError, Diagnostic
 from conf.entities import ENTITY_TYPES, EntityType
@@ -101,6 +102,7 @@ __all__ = [
     "ignored_group_settings",
     "load",
     "load_policy_dir",
+    "logged_fields",
     "parse",
     "parse_boolean",
     "port_number",

@@ -37,6 +37,7 @@ __all__ = [
     "ListenerSection",
     "Role",
     "StripAnnotations",
+    "logged_fields",
 ]
 
 #: The credit window granted per link when ``linkCapacity`` is 0 (its default).
@@ -97,6 +98,15 @@ def _check_logged_fields(text: str) -> str | None:
     return None if words else "expected 'all', 'none' or a comma list of message fields, got ''"
 
 
+def logged_fields(text: str) -> tuple[str, ...]:
+    """The message fields a valid ``messageLoggingComponents`` names: every
+    one for ``all``, none for ``none``."""
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    if words == ("all",):
+        return tuple(sorted(_LOGGED_FIELDS))
+    return () if words == ("none",) else words
+
+
 def _check_open_properties(role: Role, properties: dict[str, JsonValue] | None) -> list[Problem]:
     if properties is not None and role in (Role.INTER_ROUTER, Role.EDGE):
         return [("openProperties", f"openProperties not allowed for role {role.value!r}")]
@@ -155,7 +165,6 @@ _LOG_MESSAGE = setting(
     StringType("string: all, none or a comma list of message fields", _check_logged_fields),
     "message fields logged at trace on module MESSAGE",
     aliases=("logMessage",),
-    ignored="per-message logging is not implemented",
 )
 _POLICY_VHOST = setting(
     "policyVhost",

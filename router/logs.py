@@ -50,6 +50,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
                "router.adapter.opening.policy", "router.adapter.events.policy",
                "router.adapter.listeners.policy", "router.adapter.managed.policy"),
     "PROTOCOL": ("router.adapter.tracing",),
+    "MESSAGE": ("router.adapter.message_log",),
     "DEFAULT": ("addressing", "conf"),
 }
 MODULES = tuple(module.value for module in conf.LogModule)

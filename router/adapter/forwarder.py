@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from addressing import Distribution, choose_balanced, choose_closest
+from router.adapter.message_log import log_message
 from router.adapter.network import NetworkForwarding
 from router.adapter.outcomes import Outcomes, whole
 from router.adapter.pending import Counters, Pending, ReceiveBuffer
@@ -138,6 +139,8 @@ class Forwarder:
         data = buffer.view[:n].tobytes()
         pn_link_advance(lptr)
         il.delivered += 1
+        if il.logged:
+            log_message(il, data, False)
         if settled:
             il.presettled += 1
             pn_delivery_settle(d)
@@ -186,6 +189,8 @@ class Forwarder:
         settled = pn_delivery_settled(d)
         pn_link_advance(lptr)
         il.delivered += 1
+        if il.logged:
+            log_message(il, data, False)
         if settled:
             il.presettled += 1
             pn_delivery_settle(d)
@@ -204,6 +209,8 @@ class Forwarder:
         self.outcomes.streams[il] = stream
         self.counters.streamed += 1
         il.delivered += 1
+        if il.logged:
+            log_message(il, head, False)
         if settled:
             il.presettled += 1
         self.sender.stream = stream

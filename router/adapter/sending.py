@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final, Protocol
 
+from router.adapter.message_log import log_message
 from router.adapter.outcomes import Outcomes
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import ffi, lib
@@ -145,6 +146,8 @@ class Sender:
         pn_link_advance(lptr)
         ol.credit -= 1
         ol.delivered += 1
+        if ol.logged:
+            log_message(ol, data, True)
         self.dirty.add(conn.handle)
         if ref is None:
             ol.presettled += 1
@@ -274,6 +277,8 @@ class Sender:
             pn_link_send(lptr, ffi.from_buffer(backlog), len(backlog))
         ol.credit -= 1
         ol.delivered += 1
+        if ol.logged:
+            log_message(ol, data, True)
         self.dirty.add(conn.handle)
         # Whether the router settles the copy itself once it is sent, as
         # ``transmit`` does at once for a whole message; else the consumer's

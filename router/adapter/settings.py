@@ -47,6 +47,9 @@ class ConnectionSettings:
     link_capacity: int
     strip_in: bool
     strip_out: bool
+    #: The message fields its connections log (``messageLoggingComponents``,
+    #: docs/operations.md#message-logging); empty: none.
+    logged_fields: tuple[str, ...]
     #: Peers to try in order (a connector), or announced to clients in OPEN
     #: (a listener's ``failover-server-list``).
     failover: tuple[Endpoint, ...]
@@ -128,6 +131,7 @@ def _connection_settings(section: conf.ListenerSection | conf.ConnectorSection
         "link_capacity": section.credit_window,
         "strip_in": strip in ("in", "both"),
         "strip_out": strip in ("out", "both"),
+        "logged_fields": conf.logged_fields(section.message_logging_components),
         "section": section,
     }
 

@@ -89,6 +89,7 @@ class Transports:
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
                           strip_out=s.strip_out, name=s.name)
+        core.logged_fields = s.logged_fields
         transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
         transport.max_frame_size = s.max_frame_size
         transport.channel_max = s.max_sessions - 1

@@ -39,6 +39,7 @@ class Connection:
         "handle",
         "in_links",
         "link_capacity",
+        "logged_fields",
         "max_message_size",
         "name",
         "out_links",
@@ -81,6 +82,9 @@ class Connection:
         # How many of its incoming links are in the middle of a message
         # (``InLink.partial`` set): the adapter then reads more at a time.
         self.partials = 0
+        # The message fields logged for each message it carries
+        # (``messageLoggingComponents``); empty: none.
+        self.logged_fields: tuple[str, ...] = ()
         # The largest message its senders may send (policy), in bytes.
         self.max_message_size = NO_SIZE_LIMIT
         # The only non-empty user-id its messages may carry (policy without
@@ -225,6 +229,7 @@ class InLink:
         "fallback",
         "handle",
         "link_id",
+        "logged",
         "max_size",
         "may_modify",
         "name",
@@ -276,6 +281,8 @@ class InLink:
         # Larger messages are refused (policy maxMessageSize,
         # docs/routing.md#receiving-a-message).
         self.max_size = conn.max_message_size
+        # Its messages are logged (router.adapter.message_log).
+        self.logged = bool(conn.logged_fields)
         # Messages with another user's user-id are refused
         # (docs/routing.md#receiving-a-message).
         self.user_id = conn.user_id
@@ -353,6 +360,7 @@ class OutLink:
         "flow_mark",
         "handle",
         "link_id",
+        "logged",
         "name",
         "outcomes",
         "prepared",
@@ -393,6 +401,8 @@ class OutLink:
         self.autolink = autolink
         self.capacity = conn.link_capacity
         self.credit = 0
+        # Its messages are logged (router.adapter.message_log).
+        self.logged = bool(conn.logged_fields)
         #: An inter-router data link's priority (0-9), else None.
         self.priority: int | None = None
         self.queue: deque[tuple[bytes | Stream, Transfer | Fanout | None]] = deque()
