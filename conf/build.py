@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import attrs
 
-from addressing import AddressError, AddressSpec
+from addressing import AddressError, AddressSpec, AddressTable
 from autolink import AutoLinkError, AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection, Role
 from conf.diagnostics import FILE_POSITION, DiagnosticSink, Position
@@ -307,6 +307,26 @@ def _specs(
     return tuple(good)
 
 
+def _distinct(items: list[_Typed], specs: tuple[AddressSpec, ...],
+              sink: DiagnosticSink) -> tuple[AddressSpec, ...]:
+    """The address specs but those whose prefix or pattern an earlier one
+    already gives: each is skipped with a warning at its position, as
+    qdrouterd logs the CREATE it refuses and goes on."""
+    if len(specs) != len(items):
+        return specs  # some did not build: the file is refused anyway
+    table = AddressTable()
+    kept = []
+    for item, spec in zip(items, specs, strict=True):
+        try:
+            table.add(spec)
+        except AddressError as error:
+            log.warning("%s:%s: address section ignored, as qdrouterd ignores it: %s",
+                        sink.filename, item.pos, error)
+            continue
+        kept.append(spec)
+    return tuple(kept)
+
+
 def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterConf | None:
     """Type and check ``raw_sections``, recording every problem in ``sink``.
 
@@ -340,7 +360,9 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
     plugins = typed["authServicePlugin"]
     _check_references(typed["listener"], "saslPlugin", plugins, "authServicePlugin", sink)
     _check_references(typed["binding"], "exchangeName", typed["exchange"], "exchange", sink)
-    addresses = _specs(typed["address"], "address", AddressSection, AddressSpec, sink)
+    addresses = _distinct(typed["address"],
+                          _specs(typed["address"], "address", AddressSection, AddressSpec, sink),
+                          sink)
     link_routes = _specs(typed["linkRoute"], "linkRoute", LinkRouteSection, LinkRouteSpec, sink)
     auto_links = _specs(typed["autoLink"], "autoLink", AutoLinkSection, AutoLinkSpec, sink)
     if len(sink):

@@ -485,3 +485,16 @@ def test_empty_text_is_a_standalone_router_without_listeners() -> None:
     conf = parse("# only a comment\n\n", "hopd.conf")
     assert conf.router.mode.value == "standalone"
     assert conf.listeners == () and conf.connectors == ()
+
+
+def test_an_address_repeating_an_earlier_prefix_is_skipped_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf = parse("address {\n    prefix: m\n    distribution: multicast\n}\n"
+                 "address {\n    pattern: m/#\n    distribution: closest\n}\n"
+                 "address {\n    prefix: n\n}\n", "hopd.conf")
+    assert [(a.prefix, a.pattern) for a in conf.addresses] == [("m", None), ("n", None)]
+    assert conf.addresses[0].distribution.value == "multicast", "the first one stays"
+    assert caplog.messages == [
+        "hopd.conf:5:1: address section ignored, as qdrouterd ignores it: "
+        "already exists: pattern 'm/#' (pattern 'm/#')"
+    ]
