@@ -74,15 +74,13 @@ def _check_protocols(text: str) -> str | None:
 
 
 def _uid_format_ignores(text: str) -> str | None:
-    """What of a uidFormat is ignored: letters outside c s l o u n 1 2 5, as
-    qdrouterd ignores them (with none left, the SASL user stands)."""
+    """A uidFormat with a letter outside c s l o u n 1 2 5 is not used: the
+    certificate's subject stands, as qdrouterd gives up on such a format."""
     unknown = "".join(dict.fromkeys(c for c in text if c not in _UID_COMPONENTS))
     if not unknown:
         return None
-    kept = "".join(c for c in text if c in _UID_COMPONENTS)
-    then = (f"the format is {kept!r}" if kept else
-            "no letter is left: the SASL user stands for the connection")
-    return (f"uidFormat {text!r}: letters {unknown!r} are ignored ({then}; known letters: "
+    return (f"uidFormat {text!r}: unknown letters {unknown!r}, so the format is not used and "
+            "the certificate's subject stands for the connection (known letters: "
             "c s l o u n 1 2 5)")
 
 

@@ -99,7 +99,8 @@ _UID_DIGESTS = {"1": (SSL.SHA1, 40), "2": (SSL.SHA256, 64), "5": (SSL.SHA512, 12
 def certificate_uid(ssl: Any, uid_format: str) -> str | None:
     """The user id ``uid_format`` makes of a peer's certificate: the fields
     it names, in its order, joined by ``;``; absent fields are left out.
-    None when the peer sent no certificate (or it has none of them)."""
+    None when the peer sent no certificate (or it has none of them), or
+    when the format has a letter it does not know (the conf loader warned)."""
     parts = []
     for letter in uid_format:
         field = _UID_FIELDS.get(letter)
@@ -108,8 +109,8 @@ def certificate_uid(ssl: Any, uid_format: str) -> str | None:
         elif letter in _UID_DIGESTS:
             digest, length = _UID_DIGESTS[letter]
             value = ssl.get_cert_fingerprint(length + 1, digest)
-        else:  # ignored, as the conf loader warned
-            continue
+        else:
+            return None
         if value:
             parts.append(value)
     return ";".join(parts) or None
@@ -145,7 +146,7 @@ class TlsProfile:
         """The user a client certificate stands for with ``uidFormat`` (and
         the name mapping), else None: the SASL layer's user stands."""
         uid_format = self.section.uid_format
-        if not uid_format or not any(c in _UID_FIELDS or c in _UID_DIGESTS for c in uid_format):
+        if not uid_format:
             return None
         uid = certificate_uid(ssl, uid_format)
         return None if uid is None else self.uid_names.get(uid, uid)

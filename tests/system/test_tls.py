@@ -124,8 +124,8 @@ def test_uid_format_makes_the_user_of_a_client_certificate(
         start_router: StartRouter, pki: Pki, tmp_path: Path) -> None:
     names = tmp_path / "names.json"
     names.write_text('{"Hop tests;app-client": "alice"}')
-    # Letters outside the known ones are ignored with a warning, as qdrouterd
-    # ignores them: "ox" is "o"; with none known ("xz") the subject stands.
+    # A format with a letter outside the known ones is not used, with a
+    # warning, as in qdrouterd: with "ox" or "xz" the subject stands.
     profiles = (profile(pki, "uid", extra="    uidFormat: on\n")
                 + profile(pki, "named", extra=f"    uidFormat: on\n"
                                               f"    uidNameMappingFile: {names}\n")
@@ -147,11 +147,11 @@ def test_uid_format_makes_the_user_of_a_client_certificate(
                        if r["sasl"] == "EXTERNAL")
     finally:
         client.close()
-    assert users == ["Hop tests", "Hop tests;app-client", "O=Hop tests,CN=app-client",
-                     "alice"], ("organization, organization;common name, the subject where "
-                                "no letter is known, and a mapped name")
+    assert users == ["Hop tests;app-client", "O=Hop tests,CN=app-client",
+                     "O=Hop tests,CN=app-client", "alice"], (
+        "organization;common name, the subject where a letter is unknown, and a mapped name")
     hop.wait_log(r"Connection Opened: .* user=alice ")
-    hop.wait_log(r"uidFormat 'xz': letters 'xz' are ignored \(no letter is left")
+    hop.wait_log(r"uidFormat 'ox': unknown letters 'x', so the format is not used")
     for conn in conns:
         conn.close()
 
