@@ -22,7 +22,6 @@ from router.adapter.attaching import Attaching
 from router.adapter.connections import Conn
 from router.adapter.connectors import Connectors
 from router.adapter.effects import Effects
-from router.adapter.endpoints import set_condition
 from router.adapter.forwarder import Forwarder
 from router.adapter.links import Links
 from router.adapter.management import ManagementNode
@@ -245,8 +244,8 @@ class Events:
                             il.conn.conn_id, il.link_id, il.conn.max_message_size, conn.peer)
             lptr = il.handle
             if lptr is not None and lib.pn_link_state(lptr) & lib.PN_LOCAL_ACTIVE:
-                set_condition(lib.pn_link_condition(lptr), "amqp:link:message-size-exceeded",
-                              "Message size exceeded")
+                # No error on the link itself, as qdrouterd closes it: the
+                # rejected delivery says why, and so does the connection.
                 lib.pn_link_close(lptr)
             if not conn.closed:
                 self.transports.close_connection(conn, "Message size exceeded")

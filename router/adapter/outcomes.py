@@ -155,6 +155,11 @@ class Outcomes:
         connection are then closed (``Pending.oversized``).  Nothing more is
         read on the link."""
         whole(il)
+        if il.max_size < 0:
+            # More of it, or what followed it, before the link closes:
+            # refused once is enough.
+            pn_delivery_settle(d)
+            return
         il.max_size = -1
         il.delivered += 1
         self.finish(d, il, REJECTED, "amqp:link:message-size-exceeded",

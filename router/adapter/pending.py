@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from router.adapter.pn import ffi
-from router.core import Effect, InLink
+from router.core import Effect, InLink, RoutedEnd
 
 
 class Pending:
@@ -37,7 +37,7 @@ class Pending:
         #: none (proton drops an event that repeats the last one).
         self.settle_later: list[Any] = []
         #: Links that sent a message above their size limit, to be closed.
-        self.oversized: list[InLink] = []
+        self.oversized: list[InLink | RoutedEnd] = []
         #: Effects of the core's routing protocol (a control message's answers).
         self.effects: list[Effect] = []
 

@@ -56,6 +56,7 @@ class Relay:
 
     def __init__(self, pending: Pending, buffer: ReceiveBuffer) -> None:
         self.dirty = pending.output
+        self.oversized = pending.oversized
         self.buffer = buffer
 
     def relay(self, d: Any, end: RoutedEnd) -> None:
@@ -72,6 +73,11 @@ class Relay:
         n = pn_delivery_pending(d)
         if od is None:
             pair = end.pair
+            if end.max_size < 0:
+                # What follows a message above the size limit, before the link
+                # and connection close.
+                pn_delivery_settle(d)
+                return
             if partner is None or partner.handle is None or pair is None or not pair.open:
                 self._refuse(d, end, RELEASED)
                 return
@@ -93,6 +99,7 @@ class Relay:
                 copy_disposition(od, d, state)
             end.deliveries[d] = od
             partner.deliveries[od] = d
+            end.size = 0
             end.delivered += 1
             partner.delivered += 1
             if pn_delivery_settled(d):
@@ -107,6 +114,11 @@ class Relay:
             # pn_link_send copies what it is given: pass the receive buffer itself.
             got = pn_link_recv(lptr, buffer.cbuf, n)
             if got > 0:
+                size = end.size + got
+                if size > end.max_size:
+                    self._oversized(d, od, end)
+                    return
+                end.size = size
                 pn_link_send(partner.handle, buffer.cbuf, got)
         self.dirty.add(partner.conn.handle)
         if pn_delivery_partial(d):
@@ -136,6 +148,22 @@ class Relay:
             del end.deliveries[d]
             partner.deliveries.pop(od, None)
             self.dirty.add(end.conn.handle)
+
+    def _oversized(self, d: Any, od: Any, end: RoutedEnd) -> None:
+        """A message above the sender's size limit (policy ``maxMessageSize``,
+        docs/security.md#policy), as the router refuses any: the copy begun is
+        aborted, the message rejected, and the link and its connection are
+        closed (``Pending.oversized``)."""
+        partner = end.partner
+        lib.pn_delivery_abort(od)
+        del end.deliveries[d]
+        if partner is not None:
+            partner.deliveries.pop(od, None)
+            self.dirty.add(partner.conn.handle)
+        end.max_size = -1
+        self._refuse(d, end, REJECTED, "amqp:link:message-size-exceeded",
+                     "Message size exceeded")
+        self.oversized.append(end)
 
     def _refuse(self, d: Any, end: RoutedEnd, state: int, condition: str | None = None,
                 description: str | None = None) -> None:

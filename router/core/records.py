@@ -644,6 +644,7 @@ class RoutedEnd:
         "drain",
         "handle",
         "link_id",
+        "max_size",
         "may_modify",
         "name",
         "outcomes",
@@ -652,6 +653,7 @@ class RoutedEnd:
         "presettled",
         "receiving",
         "route",
+        "size",
     )
 
     def __init__(self, link_id: LinkId, conn: Connection, *, name: str, receiving: bool,
@@ -670,6 +672,10 @@ class RoutedEnd:
         self.drain = False
         # Whether the sender on a receiving end takes MODIFIED (as InLink's).
         self.may_modify = True
+        # The largest message its sender may send (policy, as InLink's;
+        # -1 once one was larger), and the bytes of the message passing now.
+        self.max_size = conn.max_message_size
+        self.size = 0
         # Counters: deliveries passed through this link, of them pre-settled,
         # and the outcomes seen on it.
         self.delivered = 0
