@@ -137,9 +137,12 @@ def write(out: Path, runs: dict[str, list[Record]], summary: dict[str, Record],
     """Write the results; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     doc = {"machine": machine(), "settings": settings, "median": summary, "runs": runs}
-    written = [out / "results.json", out / "results.png"]
+    written = [out / "results.json"]
     written[0].write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    plot(written[1], summary)
+    if plot(out / "results.png", summary):
+        written.append(out / "results.png")
+    else:
+        (out / "results.png").unlink(missing_ok=True)  # not an earlier run's figure
     if plot_scale(out / "results-scale.png", summary):
         written.append(out / "results-scale.png")
     return written
@@ -168,47 +171,54 @@ def _grouped(summary: dict[str, Record],
     return bases, values
 
 
-def plot(path: Path, summary: dict[str, Record]) -> None:
-    """Throughput and p99 latency, each scenario's programs side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(path: Path, summary: dict[str, Record]) -> list[str]:
+    """Throughput and p99 latency, each scenario's programs side by side; a
+    panel only for what ran.  Returns the panels drawn (none: no file)."""
     rate_bases, rates = _grouped(summary, lambda n, s: s.get("rate") if "rate" in s and
                                  "latency" not in n and "mib_per_s" not in s else None)
     lat_bases, p99s = _grouped(summary, lambda n, s: s["latency_us"]["p99"]
                                if _split(n)[1].startswith("latency") and "latency_us" in s
                                else None)
+    panels = [title for title, bases in (("Throughput", rate_bases),
+                                         ("Latency at a fixed rate", lat_bases)) if bases]
+    if not panels:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     flavours = sorted(set(rates) | set(p99s), key=lambda f: (f != "hop", f))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
     height = 0.8 / max(1, len(flavours))
-    ax = axes[0]
-    for i, flavour in enumerate(flavours):
-        ys = [y - i * height for y in range(len(rate_bases))][::-1]
-        ax.barh([y for y, b in zip(ys, rate_bases, strict=True) if b in rates.get(flavour, {})],
-                [rates[flavour][b] for b in rate_bases if b in rates.get(flavour, {})],
-                height, label=flavour)
-    ax.set_yticks([y - 0.4 + height / 2 for y in range(len(rate_bases))][::-1], rate_bases)
-    ax.set_xscale("log")
-    ax.set_xlabel("messages per second (median, log scale)")
-    ax.set_title("Throughput")
-    if flavours:
+    if rate_bases:
+        ax = axes[0][0]
+        for i, flavour in enumerate(flavours):
+            ys = [y - i * height for y in range(len(rate_bases))][::-1]
+            ax.barh([y for y, b in zip(ys, rate_bases, strict=True)
+                     if b in rates.get(flavour, {})],
+                    [rates[flavour][b] for b in rate_bases if b in rates.get(flavour, {})],
+                    height, label=flavour)
+        ax.set_yticks([y - 0.4 + height / 2 for y in range(len(rate_bases))][::-1], rate_bases)
+        ax.set_xscale("log")
+        ax.set_xlabel("messages per second (median, log scale)")
+        ax.set_title(panels[0])
         ax.legend()
-    ax = axes[1]
-    for i, flavour in enumerate(flavours):
-        xs = [x + i * height for x, b in enumerate(lat_bases) if b in p99s.get(flavour, {})]
-        ax.bar(xs, [p99s[flavour][b] for b in lat_bases if b in p99s.get(flavour, {})],
-               height, label=flavour)
-    ax.set_xticks([x + 0.4 - height / 2 for x in range(len(lat_bases))], lat_bases,
-                  rotation=15)
-    ax.set_ylabel("p99, microseconds")
-    ax.set_title("Latency at a fixed rate")
-    if flavours:
+    if lat_bases:
+        ax = axes[0][-1]
+        for i, flavour in enumerate(flavours):
+            xs = [x + i * height for x, b in enumerate(lat_bases) if b in p99s.get(flavour, {})]
+            ax.bar(xs, [p99s[flavour][b] for b in lat_bases if b in p99s.get(flavour, {})],
+                   height, label=flavour)
+        ax.set_xticks([x + 0.4 - height / 2 for x in range(len(lat_bases))], lat_bases,
+                      rotation=15)
+        ax.set_ylabel("p99, microseconds")
+        ax.set_title(panels[-1])
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return panels
 
 
 # The scale figures, one panel each: (title, measurement, axis label, log axis).

@@ -103,3 +103,18 @@ def test_scale_figures_are_compared_side_by_side() -> None:
                                "against qdrouterd's 23.0 kB (1.26x)") for line in lines)
     text = report.table(SUMMARY, {})
     assert "100 routers, 150 links converge in 18.0 simulated s" in text
+
+
+def test_the_results_figure_draws_a_panel_only_for_what_ran(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rate_only = {"router-100": {"rate": 150_000.0},
+                 "qdrouterd:router-100": {"rate": 140_000.0}}
+    path = tmp_path / "results.png"
+    assert report.plot(path, rate_only) == ["Throughput"]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    latency = {"latency-1000": {"rate": 1000.0, "latency_us": {"p99": 900.0}}}
+    assert report.plot(path, {**rate_only, **latency}) == [
+        "Throughput", "Latency at a fixed rate"]
+    assert report.plot(path, latency) == ["Latency at a fixed rate"]
+    assert report.plot(tmp_path / "none.png", SUMMARY) == []
+    assert not (tmp_path / "none.png").exists()
