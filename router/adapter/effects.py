@@ -69,16 +69,8 @@ class Effects:
                     if effect.link.handle is not None:
                         self.outcomes.unblock(effect.link)
                 case BlockSender():
-                    link = effect.link
-                    if link.handle is not None:
-                        if effect.drain and link in self.forwarder.credit_dirty:
-                            # Deliveries settled before the address lost its
-                            # last destination give their credit back first,
-                            # so that the drain returns the whole window, as
-                            # in qdrouterd.
-                            self.forwarder.credit_dirty.discard(link)
-                            self.forwarder.top_up(link)
-                        self.outcomes.block(link, effect.drain)
+                    if effect.link.handle is not None:
+                        self.outcomes.block(effect.link, effect.drain)
                 case AttachAutoLink():
                     self.own.attach_autolink(effect)
                 case DetachAutoLink():

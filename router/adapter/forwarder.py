@@ -371,23 +371,20 @@ class Forwarder:
         if self.frozen:
             return
         for il in touched:
-            if not il.blocked and il.handle is not None:
-                self.top_up(il)
-
-    def top_up(self, il: InLink) -> None:
-        """Give a sender back the credit its window has room for now."""
-        lptr = il.handle
-        if il.transit:
-            grant = il.window - pn_link_credit(lptr)
-        else:
-            grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
-        if il.partial is not None:
-            grant -= 1
-        if il.demand:
-            grant = min(grant, self._demand(il) - pn_link_credit(lptr))
-        if grant > 0:
-            pn_link_flow(lptr, grant)
-            self.dirty.add(il.conn.handle)
+            if il.blocked or il.handle is None:
+                continue
+            lptr = il.handle
+            if il.transit:
+                grant = il.window - pn_link_credit(lptr)
+            else:
+                grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
+            if il.partial is not None:
+                grant -= 1
+            if il.demand:
+                grant = min(grant, self._demand(il) - pn_link_credit(lptr))
+            if grant > 0:
+                pn_link_flow(lptr, grant)
+                self.dirty.add(il.conn.handle)
 
     @staticmethod
     def _demand(il: InLink) -> int:

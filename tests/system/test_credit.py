@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from proton import Delivery, Message
 
-from tests.system.clients import connect, pump, send_async, wait_credit, wait_settled
+from tests.system.clients import connect, pump, wait_credit, wait_settled
 from tests.system.harness import Hop, router_conf
 
 MULTICAST = """
@@ -47,26 +47,6 @@ def test_credit_withdrawn_when_last_consumer_leaves(hop: Hop) -> None:
     wait_credit(conn, sender, 250)
     third.close()
     conn.close()
-
-
-def test_a_drain_returns_the_whole_window_when_the_consumer_settles_and_leaves_at_once(
-        hop: Hop) -> None:
-    """The consumer accepts its message and detaches in one go: the credit
-    of the settled delivery comes back before the drain, as in qdrouterd."""
-    producer, consumer = connect(hop.url), connect(hop.url)
-    receiver = consumer.create_receiver("credit.settle-and-leave", credit=10)
-    sender = producer.create_sender("credit.settle-and-leave")
-    wait_credit(producer, sender, 250)
-    delivery = send_async(sender, "one")
-    pump(producer, 0.2)
-    assert receiver.receive(timeout=10).body == "one"
-    receiver.accept()
-    receiver.close()  # the outcome and the detach go out together
-    producer.wait(lambda: sender.link.drain_mode, timeout=10, msg="drain requested")
-    assert delivery.remote_state == Delivery.ACCEPTED
-    assert sender.link.credit == 250
-    producer.close()
-    consumer.close()
 
 
 def test_link_capacity_sets_the_window(start_router: object) -> None:
