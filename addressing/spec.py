@@ -54,6 +54,13 @@ def _check_priority(
         raise AddressError(f"priority must be between 0 and {MAX_PRIORITY}, got {value}")
 
 
+def _check_redelivery_limit(
+    instance: object, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    if value is not None and value < 0:
+        raise AddressError(f"redeliveryLimit must be 0 or more, got {value}")
+
+
 @attrs.frozen(kw_only=True)
 class AddressSpec:
     """One configured address (qdrouterd's ``router.config.address``).
@@ -73,6 +80,11 @@ class AddressSpec:
     egress_phase: int | None = attrs.field(default=None, validator=_check_phase)
     priority: int | None = attrs.field(default=None, validator=_check_priority)
     enable_fallback: bool = False
+    #: Times a released delivery is forwarded again to another destination
+    #: (docs/routing.md#re-forwarding-released-deliveries); None takes the
+    #: router's ``redeliveryLimit``.
+    redelivery_limit: int | None = attrs.field(default=None,
+                                               validator=_check_redelivery_limit)
 
     def __attrs_post_init__(self) -> None:
         if (self.prefix is None) == (self.pattern is None):

@@ -20,7 +20,7 @@ import attrs
 from addressing import MAX_PHASE, MAX_PRIORITY, AddressSpec, Direction, Distribution
 from autolink import AutoLinkSpec
 from conf.fields import Section, setting
-from conf.types import BooleanType, EnumType, IntegerType, StringType
+from conf.types import INT32_MAX, BooleanType, EnumType, IntegerType, StringType
 from linkroute import LinkRouteSpec
 
 __all__ = [
@@ -116,6 +116,16 @@ class AddressSection(Section):
     enable_fallback: bool = attrs.field(
         default=False,
         metadata=setting("enableFallback", BooleanType(), "create a fallback destination"),
+    )
+    redelivery_limit: int | None = attrs.field(
+        default=None,
+        metadata=setting(
+            "redeliveryLimit",
+            IntegerType(0, INT32_MAX),
+            "times a released delivery is forwarded again to another consumer "
+            "before its producer is told",
+            default_doc="the router's redeliveryLimit",
+        ),
     )
 
     def to_spec(self) -> AddressSpec:

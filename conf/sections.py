@@ -231,6 +231,15 @@ class RouterSection(Section):
         default=None,
         metadata=setting("metadata", StringType(), "free text returned by management"),
     )
+    redelivery_limit: int = attrs.field(
+        default=0,
+        metadata=setting(
+            "redeliveryLimit",
+            IntegerType(0, INT32_MAX),
+            "times a released delivery is forwarded again to another consumer, for "
+            "addresses whose section does not say (0: the producer is told at once)",
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -225,7 +225,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           "ra_interval_flux_s": r.ra_interval_flux_seconds,
                           "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
-                  allow_resumable_link_route=r.allow_resumable_link_route)
+                  allow_resumable_link_route=r.allow_resumable_link_route,
+                  redelivery_limit=r.redelivery_limit)
     try:
         if tls_errors_stop:
             profiles = load_profiles(cfg.ssl_profiles)

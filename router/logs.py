@@ -37,6 +37,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "ROUTER_CORE": ("router.core", "router.adapter.events", "router.adapter.attaching",
                     "router.adapter.ownlinks", "router.adapter.opening",
                     "router.adapter.endpoints", "router.adapter.forwarder",
+                    "router.adapter.redelivery",
                     "router.adapter.sweep", "autolink", "linkroute"),
     "ROUTER_HELLO": ("router.core.routing.hello",),
     "ROUTER_LS": ("router.core.routing.linkstate",),

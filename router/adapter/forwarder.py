@@ -29,12 +29,14 @@ from router.adapter.network import NetworkForwarding
 from router.adapter.outcomes import Outcomes, whole
 from router.adapter.pending import Counters, Pending, ReceiveBuffer
 from router.adapter.pn import lib
+from router.adapter.redelivery import Redelivery
 from router.adapter.sending import Sender, local_copy
 from router.adapter.streaming import HIGH_WATER, STREAM_AT, Streams
 from router.core import (
     Connection,
     ConnectionId,
     Fanout,
+    Held,
     InLink,
     LinkId,
     MessageFormatError,
@@ -94,6 +96,7 @@ class Forwarder:
         self.streams = Streams(pending, self.outcomes, self.sender, self.buffer, self.counters)
         self.network = NetworkForwarding(router, pending, self.outcomes, self.sender,
                                          self.counters)
+        self.outcomes.redelivery = Redelivery(router, self.sender, self.network, self.counters)
         #: Set when the router shuts down: no more credit is granted.
         self.frozen = False
         #: An edge router (its uplink is fixed when the core is made).
@@ -331,6 +334,9 @@ class Forwarder:
         else:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
+            if record.redelivery_limit and self.sender.stream is None:
+                # Kept to go to another consumer if this one gives it back.
+                ref.held = Held(data, record)
         if ann is not None:
             assert info is not None
             data, keys = local_copy(ol, data, info, ann)

@@ -24,6 +24,7 @@ from router.core import (
     UNAVAILABLE,
     AddressRecord,
     Fanout,
+    Held,
     InLink,
     MessageFormatError,
     MessageInfo,
@@ -231,6 +232,8 @@ class NetworkForwarding:
         if d is not None:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
+            if record.redelivery_limit and self.sender.stream is None:
+                ref.held = Held(data, record, phase_override)
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):
@@ -294,6 +297,8 @@ class NetworkForwarding:
         if d is not None:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
+            if record.redelivery_limit and self.sender.stream is None:
+                ref.held = Held(data, record)
         else:
             self.credit_dirty.add(il)
         record.transit += 1
@@ -324,7 +329,7 @@ class NetworkForwarding:
                 return
             copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
             if up is not None:
-                copies.append((up, self._upward_copy(il, data, info, ann, phase_override),
+                copies.append((up, self.upward_copy(il, data, info, ann, phase_override),
                                False))
             self._fan_out(d, il, copies)
             return
@@ -341,13 +346,15 @@ class NetworkForwarding:
         if d is not None:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
+            if record.redelivery_limit and self.sender.stream is None:
+                ref.held = Held(data, record, phase_override)
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):
             payload, keys = local_copy(chosen, data, info, ann)
             self.sender.send(chosen, payload, ref, keys)
             return
-        self.sender.send(chosen.link, self._upward_copy(il, data, info, ann, phase_override),
+        self.sender.send(chosen.link, self.upward_copy(il, data, info, ann, phase_override),
                          ref, False)
 
     def _upward(self, d: Any, il: InLink, data: bytes, beyond: AddressRecord,
@@ -362,7 +369,7 @@ class NetworkForwarding:
         self._edge(d, il, data, beyond, info, ann, None)
 
     @staticmethod
-    def _upward_copy(il: InLink, data: bytes, info: MessageInfo,
+    def upward_copy(il: InLink, data: bytes, info: MessageInfo,
                      ann: RouterAnnotations | None, phase_override: int | None) -> bytes:
         """The copy that goes up the uplink: addressed (``x-opt-qd.to``) as the
         producer's link is, or as it arrived, with no ingress or trace."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import NULL, lib
@@ -45,6 +45,24 @@ pn_link_set_drain: Final = lib.pn_link_set_drain
 # router.core.settlement's; resolved once here, not per copy).
 _LOST_UNDELIVERED = outcome_for_lost_copy(LostCopy.UNDELIVERED).value
 _LOST_UNSETTLED = LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).value
+
+
+class Redeliverer(Protocol):
+    """Forwards a delivery again when its copy comes back
+    (``router.adapter.redelivery.Redelivery``)."""
+
+    def again(self, ref: Transfer, ol: OutLink, state: int, disposition: Any) -> bool: ...
+
+
+def _say_failed(d: Any, il: InLink) -> None:
+    """Tell the producer MODIFIED with ``delivery-failed`` (RELEASED when it
+    does not take MODIFIED): its message came back released from the last
+    consumer it was forwarded to, after an earlier one failed it."""
+    if il.may_modify:
+        lib.pn_disposition_set_failed(pn_delivery_local(d), True)
+        pn_delivery_update(d, MODIFIED)
+    else:
+        pn_delivery_update(d, RELEASED)
 
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
@@ -121,6 +139,9 @@ class Outcomes:
         #: (``router.core.Stream``); ``router.adapter.streaming`` adds and
         #: removes them, settlement looks them up.
         self.streams: dict[InLink, Stream] = {}
+        #: Forwards a delivery again when its copy comes back (set when the
+        #: forwarder is assembled).
+        self.redelivery: Redeliverer | None = None
 
     def no_destination(self, d: Any, il: InLink) -> None:
         """Nothing can receive (docs/routing.md#when-nothing-can-receive):
@@ -214,8 +235,16 @@ class Outcomes:
         if type(ref) is Transfer:
             d = ref.in_delivery
             if d is not None and state:
-                if state in (ACCEPTED, RELEASED):
+                if state == ACCEPTED:
                     pn_delivery_update(d, state)
+                elif ref.held is not None and state in (RELEASED, MODIFIED) \
+                        and self._again(ref, od, ol, state):
+                    return
+                elif state == RELEASED:
+                    if ref.held is not None and ref.held.failed:
+                        _say_failed(d, ref.in_link)
+                    else:
+                        pn_delivery_update(d, state)
                 elif state == MODIFIED and not ref.in_link.may_modify:
                     pn_delivery_update(d, RELEASED)
                 else:
@@ -257,6 +286,21 @@ class Outcomes:
             if od not in ref.terminal:
                 ref.terminal.add(od)
                 self._copy_reported(ref, state)
+
+    def _again(self, ref: Transfer, od: Any, ol: OutLink, state: int) -> bool:
+        """A held message's copy came back: if it goes elsewhere, the copy
+        that came back is settled here and the producer hears nothing yet
+        (docs/routing.md#re-forwarding-released-deliveries)."""
+        redelivery = self.redelivery
+        if redelivery is None or not redelivery.again(ref, ol, state, pn_delivery_remote(od)):
+            return False
+        del ol.unsettled[od]
+        self.settle_later.append(od)
+        outcome = OUTCOME_INDEX.get(state)
+        if outcome is not None:
+            ol.outcomes[outcome] += 1
+        self.dirty.add(ol.conn.handle)
+        return True
 
     def _copy_reported(self, f: Fanout, state: int) -> None:
         """A copy gave a terminal outcome without settling (consumer in settle
@@ -342,18 +386,30 @@ class Outcomes:
                     # copy is read again (``Streams.check_paused``).
                     data.backlog = bytearray()
             if ref is not None:
-                self.copy_lost(ref, None, _LOST_UNDELIVERED)
+                self.copy_lost(ref, None, _LOST_UNDELIVERED, ol)
         for od, ref in unsettled.items():
-            self.copy_lost(ref, od, _LOST_UNSETTLED)
+            self.copy_lost(ref, od, _LOST_UNSETTLED, ol)
             pn_delivery_settle(od)
 
-    def copy_lost(self, ref: Transfer | Fanout, od: Any, state: int) -> None:
+    def copy_lost(self, ref: Transfer | Fanout, od: Any, state: int,
+                  ol: OutLink | None = None) -> None:
+        """A copy sent (``od``) or queued on ``ol`` will not be settled by its
+        consumer: ``state`` is what it means for the producer, unless a held
+        message goes elsewhere."""
         if type(ref) is Transfer:
             if ref.target is not None:
                 ref.target.outstanding -= 1
                 ref.target = None
             d = ref.in_delivery
             if d is not None:
+                held = ref.held
+                if held is not None:
+                    redelivery = self.redelivery
+                    if ol is not None and redelivery is not None \
+                            and redelivery.again(ref, ol, state, None):
+                        return
+                    if state == RELEASED and held.failed:
+                        state = MODIFIED
                 ref.in_delivery = None
                 ref.in_link.unsettled.pop(d, None)
                 self.finish(d, ref.in_link, state)
@@ -401,4 +457,4 @@ class Outcomes:
         self.credit_dirty.add(il)
 
 
-__all__ = ["LOST_UNSETTLED", "Outcomes", "copy_disposition", "settle_with", "whole"]
+__all__ = ["LOST_UNSETTLED", "Outcomes", "Redeliverer", "copy_disposition", "settle_with", "whole"]

@@ -45,14 +45,16 @@ class Pending:
 class Counters:
     """Router-wide counts the per-message parts keep (the ``router`` entity's
     ``droppedPresettledDeliveries``, ``deliveriesRedirectedToFallback``,
-    ``deliveriesStreamed``, ``deliveriesStreamedAborted``, ``streamingPauses``)."""
+    ``deliveriesRedelivered``, ``deliveriesStreamed``,
+    ``deliveriesStreamedAborted``, ``streamingPauses``)."""
 
-    __slots__ = ("dropped_presettled", "redirected", "stream_pauses", "streamed",
+    __slots__ = ("dropped_presettled", "redelivered", "redirected", "stream_pauses", "streamed",
                  "streams_aborted")
 
     def __init__(self) -> None:
         self.dropped_presettled = 0
         self.redirected = 0
+        self.redelivered = 0
         self.streamed = 0
         self.streams_aborted = 0
         self.stream_pauses = 0

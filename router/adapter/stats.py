@@ -148,6 +148,7 @@ class RouterStats:
             deliveriesIngressRouteContainer=totals["ingress_rc"],
             deliveriesEgressRouteContainer=totals["egress_rc"],
             deliveriesRedirectedToFallback=c.redirected,
+            deliveriesRedelivered=c.redelivered,
             deliveriesStreamed=c.streamed,
             deliveriesStreamedAborted=c.streams_aborted,
             streamingPauses=c.stream_pauses,

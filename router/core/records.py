@@ -140,16 +140,22 @@ class AddressRecord:
     """
 
     __slots__ = ("address", "closest_remotes", "consumers", "demand_senders", "distribution",
-                 "fallback", "key", "primary", "priority", "redirected", "remotes",
-                 "retired_in", "retired_out", "senders", "to_container", "transit")
+                 "fallback", "key", "primary", "priority", "redelivered", "redelivery_limit",
+                 "redirected", "remotes", "retired_in", "retired_out", "senders", "to_container",
+                 "transit")
 
     def __init__(
-        self, key: str, address: str, distribution: Distribution, priority: int | None = None
+        self, key: str, address: str, distribution: Distribution, priority: int | None = None,
+        redelivery_limit: int = 0,
     ) -> None:
         self.key = key
         self.address = address
         self.distribution = distribution
         self.priority = priority
+        #: How many times a released delivery is forwarded again here
+        #: (docs/routing.md#re-forwarding-released-deliveries); 0 for none,
+        #: always 0 for multicast.
+        self.redelivery_limit = redelivery_limit
         self.consumers: list[OutLink] = []
         self.senders: list[InLink] = []
         # Remote routers that have this key, reachable now (``RemoteTarget``s
@@ -169,6 +175,7 @@ class AddressRecord:
         self.transit = 0
         self.to_container = 0
         self.redirected = 0
+        self.redelivered = 0
 
     @property
     def has_destination(self) -> bool:
@@ -453,7 +460,7 @@ class Transfer:
     settled; the copy then completes on its own and its outcome goes nowhere.
     """
 
-    __slots__ = ("in_delivery", "in_link", "out_delivery", "out_link", "target")
+    __slots__ = ("held", "in_delivery", "in_link", "out_delivery", "out_link", "target")
 
     def __init__(self, in_delivery: Any, in_link: InLink) -> None:
         self.in_delivery = in_delivery
@@ -464,6 +471,31 @@ class Transfer:
         # router counts in until it is settled
         # (docs/networks.md#messages-across-routers).
         self.target: Any = None
+        #: The message kept to be forwarded again if its copy comes back
+        #: released, for an address with a ``redeliveryLimit``.
+        self.held: Held | None = None
+
+
+class Held:
+    """A message the router keeps while its one copy is unsettled, to forward
+    it again if that copy comes back released or modified
+    (docs/routing.md#re-forwarding-released-deliveries).
+
+    ``data`` is the message as routing read it (router annotations as they
+    arrived); ``tried`` the router-outgoing links its copies went on, never
+    chosen again; ``failed`` is set once a consumer said ``delivery-failed``.
+    """
+
+    __slots__ = ("attempts", "data", "failed", "phase", "record", "tried")
+
+    def __init__(self, data: bytes, record: AddressRecord, phase: int | None = None) -> None:
+        self.data = data
+        self.record = record
+        #: The phase the message was redirected to (its fallback), else None.
+        self.phase = phase
+        self.attempts = 0
+        self.failed = False
+        self.tried: list[OutLink] = []
 
 
 class Fanout:

@@ -161,6 +161,9 @@ class Router:
         link_routes: the configured link routes.
         allow_resumable_link_route: route attaches whose terminus outlives
             its connection (``allowResumableLinkRoute``).
+        redelivery_limit: the ``redeliveryLimit`` of mobile addresses whose
+            ``address`` entry does not give one
+            (docs/routing.md#re-forwarding-released-deliveries).
     """
 
     def __init__(
@@ -177,10 +180,12 @@ class Router:
         auto_links: Iterable[AutoLinkSpec] = (),
         link_routes: Iterable[LinkRouteSpec] = (),
         allow_resumable_link_route: bool = True,
+        redelivery_limit: int = 0,
     ) -> None:
         self.router_id = router_id
         self.addresses = addresses
         self.default_distribution = default_distribution
+        self.redelivery_limit = redelivery_limit
         self._token = token
         self.records: dict[str, AddressRecord] = {}
         self._next_link_id = 0
@@ -254,20 +259,27 @@ class Router:
         record = self.records.get(key)
         if record is not None:
             return record
-        priority = spec.priority if spec is not None else None
         if spec is None or not spec.enable_fallback or key[:2] not in ("M0", "MF"):
-            return self._new_record(key, address, distribution, priority)
+            return self._new_record(key, address, distribution, spec)
         text = key[2:]
         primary = self.records.get("M0" + text) \
-            or self._new_record("M0" + text, address, distribution, priority)
+            or self._new_record("M0" + text, address, distribution, spec)
         fallback = self.records.get("MF" + text) \
-            or self._new_record("MF" + text, address, Distribution.BALANCED, priority)
+            or self._new_record("MF" + text, address, Distribution.BALANCED, spec)
         primary.fallback, fallback.primary = fallback, primary
         return primary if key[1] == "0" else fallback
 
     def _new_record(self, key: str, address: str, distribution: Distribution,
-                    priority: int | None) -> AddressRecord:
-        record = AddressRecord(key, address, distribution, priority)
+                    spec: AddressSpec | None) -> AddressRecord:
+        priority = spec.priority if spec is not None else None
+        limit = spec.redelivery_limit if spec is not None else None
+        if limit is None:
+            # The router's default is for mobile addresses; the router's own
+            # (``_topo``, ``_edge``, dynamic) answer where they are.
+            limit = self.redelivery_limit if key[:1] == "M" else 0
+        if distribution is Distribution.MULTICAST:
+            limit = 0  # copies are never sent again
+        record = AddressRecord(key, address, distribution, priority, limit)
         self.records[key] = record
         log.debug("address record %s created", record)
         return record

@@ -192,6 +192,7 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
         deliveriesIngressRouteContainer=0,
         deliveriesEgressRouteContainer=0,
         deliveriesRedirectedToFallback=record.redirected,
+        deliveriesRedelivered=record.redelivered,
         key=record.key,
         remoteHostRouters=[target.router_id for target in routers],
         transitOutstanding=None,
@@ -220,7 +221,7 @@ def _link_route_row(key: str, containers: int) -> Row:
         containerCount=containers, deliveriesIngress=0, deliveriesEgress=0,
         deliveriesTransit=0, deliveriesToContainer=0, deliveriesFromContainer=0,
         deliveriesIngressRouteContainer=0, deliveriesEgressRouteContainer=0,
-        deliveriesRedirectedToFallback=0, key=key, remoteHostRouters=[],
+        deliveriesRedirectedToFallback=0, deliveriesRedelivered=0, key=key, remoteHostRouters=[],
         transitOutstanding=None, trackedDeliveries=0, priority=-1)
     return {"identity": key, "name": key, **as_row(statistics)}
 

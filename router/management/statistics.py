@@ -208,6 +208,9 @@ class RouterStatistics:
         "deliveries sent to a fallback destination",
         metric="qdr_deliveries_redirected_to_fallback_total",
         help="router deliveriesRedirectedToFallback")
+    deliveriesRedelivered: int = counter(
+        "deliveries forwarded again after a consumer gave them back (redeliveryLimit)",
+        metric="hop_deliveries_redelivered_total", help="router deliveriesRedelivered")
     deliveriesStreamed: int = counter(
         "large messages forwarded frame by frame as they arrived",
         metric="hop_deliveries_streamed_total", help="router deliveriesStreamed")
@@ -314,6 +317,10 @@ class AddressStatistics:
     deliveriesIngressRouteContainer: int = counter("deliveries received from route containers")
     deliveriesEgressRouteContainer: int = counter("deliveries sent to route containers")
     deliveriesRedirectedToFallback: int = counter("deliveries redirected to the fallback")
+    deliveriesRedelivered: int = counter(
+        "deliveries forwarded again after a consumer gave them back (redeliveryLimit)",
+        metric="hop_address_deliveries_redelivered", labels=_BY_ADDRESS,
+        help="deliveries forwarded again after a consumer gave them back")
     key: str = text("the routing key")
     remoteHostRouters: list[str] = items("routers with consumers")
     transitOutstanding: list[int] | None = items("not kept by Hop (null)")

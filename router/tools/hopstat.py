@@ -117,6 +117,7 @@ def general(client: Management, options: Options) -> Output:
                 ("Deliveries Delayed > 10sec", "deliveriesDelayed10Sec"),
                 ("Deliveries Stuck > 10sec", "deliveriesStuck"),
                 ("Deliveries to Fallback", "deliveriesRedirectedToFallback"),
+                ("Deliveries Forwarded Again", "deliveriesRedelivered"),
                 ("Deliveries Streamed", "deliveriesStreamed"),
                 ("Streamed and Aborted", "deliveriesStreamedAborted"),
                 ("Streaming Pauses", "streamingPauses"),
@@ -279,9 +280,11 @@ def addresses(client: Management, options: Options) -> Output:
     found = _query(client, "router.address", options)
     priority = _has(found, "priority")
     verbose = options.verbose
+    # Hop's re-forwarding count: a column only where some address used it.
+    again = any(a.get("deliveriesRedelivered") for a in found)
     headers = ["class", "addr", "phs", "distrib", *["pri"] * priority,
                *["in-proc"] * verbose, "local", "remote", "in", "out", "thru", "fallback",
-               *["to-proc", "from-proc"] * verbose]
+               *["again"] * again, *["to-proc", "from-proc"] * verbose]
     rows = []
     for a in found:
         key = a.get("name")
@@ -296,6 +299,8 @@ def addresses(client: Management, options: Options) -> Output:
                 *(cell(a, name, commas) for name in (
                     "remoteCount", "deliveriesIngress", "deliveriesEgress", "deliveriesTransit",
                     "deliveriesRedirectedToFallback"))]
+        if again:
+            row.append(cell(a, "deliveriesRedelivered", commas))
         if verbose:
             row += [cell(a, "deliveriesToContainer", commas),
                     cell(a, "deliveriesFromContainer", commas)]
