@@ -182,6 +182,40 @@ def multicast(receivers: int,
     return run
 
 
+REDELIVERY = "address {\n    prefix: again\n    distribution: balanced\n    redeliveryLimit: 3\n}\n"
+
+
+def released(every: int) -> Callable[[dict[str, Path], Scale], Record]:
+    """Two consumers of a balanced address with ``redeliveryLimit: 3``; the
+    first releases every ``every``th delivery it gets (0: none), which the
+    router forwards to the other (docs/routing.md#re-forwarding-released-deliveries).
+    Every message must end accepted.  The latency is the worse consumer's."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = scale.count
+        with RouterProcess(router_conf(extra=REDELIVERY)) as router:
+            recvs = []
+            for i in range(2):
+                args = _recv_args(bins, router.url, "again.bench", n, idle=2.0)
+                if i == 0 and every:
+                    args += ["--release-every", str(every)]
+                recvs.append(start(args))
+            time.sleep(0.3)
+            cpu0 = router.cpu()
+            sent = finish(start(_send_args(bins, router.url, "again.bench", n, 100, False)),
+                          scale.timeout)
+            received = [finish(r, scale.timeout + 2.0) for r in recvs]
+            cpu = router.cpu() - cpu0
+        accepted = sum(r["received"] for r in received)
+        if accepted != n or sent["accepted"] != n:
+            raise RuntimeError(f"{accepted} received and {sent['accepted']} accepted of {n}")
+        seconds = max(r["end_ns"] for r in received) - sent["start_ns"]
+        worse = max(received, key=lambda r: r["latency_us"]["p99"])
+        return {"messages": n, "rate": n / (seconds / 1e9), "sender_rate": sent["rate"],
+                "released": sum(r.get("released", 0) for r in received),
+                "router_us_per_msg": cpu * 1e6 / n, "latency_us": worse["latency_us"]}
+    return run
+
+
 def latency(rate: int, flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
         n = max(100, int(rate * scale.latency_seconds))
@@ -284,6 +318,12 @@ SCENARIOS = [
              description="one router, 64 KiB, unsettled"),
     Scenario(name="multicast-4", kind="throughput", run=multicast(4),
              description="one router, multicast to 4 receivers, 100 B, unsettled"),
+    Scenario(name="released-0", kind="throughput", run=released(0),
+             description="one router, 2 consumers of an address with redeliveryLimit, "
+                         "none releasing, 100 B, unsettled (beside released-10)"),
+    Scenario(name="released-10", kind="throughput", run=released(10),
+             description="as released-0, one consumer releasing 10% of what it gets: "
+                         "the router forwards those to the other"),
     Scenario(name="edge-100", kind="throughput", run=edge_line(),
              description="an edge, the interior and another edge, 100 B, unsettled"),
     Scenario(name="latency-1000", kind="latency", run=latency(1000),

@@ -3,8 +3,11 @@
  *
  *   hop-recv URL ADDRESS [--count N] [--credit W] [--listen]
  *                        [--timeout SECS] [--idle SECS] [--no-sasl]
+ *                        [--release-every K]
  *
- * Receives N messages, accepting (and settling) each one.  The last 8 bytes
+ * Receives N messages, accepting (and settling) each one; with
+ * --release-every K it releases every Kth delivery instead (not counted
+ * among the N, nor in the latencies).  The last 8 bytes
  * of every delivery are the sender's CLOCK_MONOTONIC timestamp in
  * nanoseconds, little-endian; latency = arrival time - timestamp.
  *
@@ -47,6 +50,7 @@ typedef struct {
     bool no_sasl;
     bool tls;     /* amqps:// */
     uint32_t max_frame;       /* 0: proton's default (no limit) */
+    uint64_t release_every;   /* 0: accept everything */
 
     /* proton */
     pn_proactor_t *proactor;
@@ -61,6 +65,8 @@ typedef struct {
 
     /* progress */
     uint64_t received;
+    uint64_t arrived;         /* deliveries, released ones too */
+    uint64_t released;
     uint64_t granted;         /* total credit issued */
     uint64_t *latency;        /* ns, one per message */
     uint64_t first, last;     /* arrival of first and last message */
@@ -89,7 +95,8 @@ static void usage(void)
             "  --idle     stop, as done, once SECS pass with no message after the\n"
             "             first (for a router that may drop pre-settled messages)\n"
             "  --no-sasl  skip the SASL layer when connecting (default: SASL ANONYMOUS)\n"
-            "  --max-frame  largest frame the peer may send us (default: no limit)\n",
+            "  --max-frame  largest frame the peer may send us (default: no limit)\n"
+            "  --release-every  release every Kth delivery instead of accepting it\n",
             prog);
     exit(2);
 }
@@ -121,6 +128,8 @@ static void parse_args(receiver_t *r, int argc, char **argv)
                 exit(2);
             }
             r->max_frame = (uint32_t)mf;
+        } else if (hop_opt_value(prog, argc, argv, &i, "--release-every", &v)) {
+            r->release_every = hop_parse_u64(prog, "--release-every", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--timeout", &v)) {
             r->timeout_s = hop_parse_double(prog, "--timeout", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--idle", &v)) {
@@ -177,7 +186,9 @@ static void fail(receiver_t *r)
  * total than the messages still wanted. */
 static void top_up(receiver_t *r, pn_link_t *l)
 {
-    if (r->granted >= r->count) {
+    /* Released deliveries took credit without counting among the N. */
+    uint64_t wanted = r->count + r->released;
+    if (r->granted >= wanted) {
         return;
     }
     int credit = pn_link_credit(l);
@@ -188,8 +199,8 @@ static void top_up(receiver_t *r, pn_link_t *l)
         return;
     }
     uint64_t add = r->window - (uint64_t)credit;
-    if (add > r->count - r->granted) {
-        add = r->count - r->granted;
+    if (add > wanted - r->granted) {
+        add = wanted - r->granted;
     }
     if (add > 0) {
         pn_link_flow(l, (int)add);
@@ -265,6 +276,17 @@ static void on_delivery(receiver_t *r, pn_delivery_t *d)
         return;                 /* more frames to come */
     }
 
+    r->arrived++;
+    if (r->release_every != 0 && r->arrived % r->release_every == 0
+        && !pn_delivery_settled(d)) {
+        r->have = 0;
+        r->released++;
+        pn_delivery_update(d, PN_RELEASED);
+        pn_link_advance(l);
+        pn_delivery_settle(d);
+        top_up(r, l);
+        return;
+    }
     uint64_t now = hop_now_ns();
     uint64_t lat = 0;
     if (r->have >= 8) {
@@ -601,10 +623,11 @@ int main(int argc, char **argv)
         uint64_t dt = r.last > r.first ? r.last - r.first : 0;
         double secs = (double)dt / 1e9;
         double rate = secs > 0.0 ? (double)n / secs : 0.0;
-        printf("{\"received\": %" PRIu64 ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
+        printf("{\"received\": %" PRIu64 ", \"released\": %" PRIu64
+               ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
                ", \"seconds\": %.9f, \"rate\": %.1f, \"latency_us\": {\"p50\": %.3f"
                ", \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f}}\n",
-               n, r.first, r.last, secs, rate,
+               n, r.released, r.first, r.last, secs, rate,
                pct_us(r.latency, n, 0.50), pct_us(r.latency, n, 0.90),
                pct_us(r.latency, n, 0.99), pct_us(r.latency, n, 0.999),
                (double)r.latency[n - 1] / 1000.0);

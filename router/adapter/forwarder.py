@@ -336,7 +336,7 @@ class Forwarder:
             il.unsettled[d] = ref
             if record.redelivery_limit and self.sender.stream is None:
                 # Kept to go to another consumer if this one gives it back.
-                ref.held = Held(data, record)
+                ref.held = Held(data, record, None, ann.to if ann is not None else None)
         if ann is not None:
             assert info is not None
             data, keys = local_copy(ol, data, info, ann)

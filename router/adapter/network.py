@@ -233,7 +233,8 @@ class NetworkForwarding:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
             if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record, phase_override)
+                ref.held = Held(data, record, phase_override,
+                                ann.to if ann is not None else None)
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):
@@ -298,7 +299,7 @@ class NetworkForwarding:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
             if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record)
+                ref.held = Held(data, record, None, ann.to if ann is not None else None)
         else:
             self.credit_dirty.add(il)
         record.transit += 1
@@ -347,7 +348,8 @@ class NetworkForwarding:
             ref = Transfer(d, il)
             il.unsettled[d] = ref
             if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record, phase_override)
+                ref.held = Held(data, record, phase_override,
+                                ann.to if ann is not None else None)
         else:
             self.credit_dirty.add(il)
         if isinstance(chosen, OutLink):

@@ -38,6 +38,7 @@ from router.core import (
     scan,
 )
 from router.core.amqp import PeerProtocolError
+from router.core.message import NO_ANNOTATIONS
 from router.core.redelivery import choose_again, may_redeliver, redelivered_copy
 from router.core.settlement import MODIFIED
 
@@ -109,6 +110,10 @@ class Redelivery:
             data = redelivered_copy(held.data, failed, annotations)
             info = scan(data)
             ann = decode_annotations(data, info) if info.router_keys else None
+            if held.to is not None and ref.in_link.record is None \
+                    and (ann is None or ann.to != held.to):
+                # The address routing read (a vhost's), as the first time.
+                ann = (ann if ann is not None else NO_ANNOTATIONS)._replace(to=held.to)
         except (MessageFormatError, PeerProtocolError) as exc:
             log.warning("%r: not forwarded again: %s", ref.in_link, exc)
             held.failed = held.failed or failed

@@ -486,13 +486,17 @@ class Held:
     chosen again; ``failed`` is set once a consumer said ``delivery-failed``.
     """
 
-    __slots__ = ("attempts", "data", "failed", "phase", "record", "tried")
+    __slots__ = ("attempts", "data", "failed", "phase", "record", "to", "tried")
 
-    def __init__(self, data: bytes, record: AddressRecord, phase: int | None = None) -> None:
+    def __init__(self, data: bytes, record: AddressRecord, phase: int | None = None,
+                 to: str | None = None) -> None:
         self.data = data
         self.record = record
         #: The phase the message was redirected to (its fallback), else None.
         self.phase = phase
+        #: The address routing read for a message from an anonymous link
+        #: (``x-opt-qd.to``, or a multi-tenant vhost's), else None.
+        self.to = to
         self.attempts = 0
         self.failed = False
         self.tried: list[OutLink] = []

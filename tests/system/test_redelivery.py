@@ -8,18 +8,21 @@ together with the producer in one loop.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from proton import Delivery, Message, symbol
-from proton.utils import BlockingConnection, BlockingReceiver
+from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
 from tests.system.clients import connect, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import STANDARD_LISTENER, Hop, router_conf
-from tests.system.mgmt import Management
+from tests.system.mgmt import PREFIX, Management
 from tests.system.network import start_network
+from tests.system.test_metrics import HTTP_LISTENER, scrape
+from tests.system.test_tools import hopstat
 
 # How a consumer settles what it gets: it sets the delivery's local state
 # (and its details) and returns the outcome.
@@ -85,13 +88,15 @@ class Consumer:
 
 
 def produce(conns: list[BlockingConnection], producer: BlockingConnection, address: str,
-            count: int, consumers: list[Consumer], wait_credit: bool = True,
+            count: int, consumers: list[Consumer], sender: BlockingSender | None = None,
             timeout: float = 20.0) -> list[Delivery]:
-    """Send ``count`` messages and serve the consumers until every one is
-    settled at the producer; the producer's deliveries."""
-    sender = producer.create_sender(address)
-    if wait_credit:
-        wait_all(conns, lambda: sender.link.credit >= count, what=f"credit on {address}")
+    """Send ``count`` messages (on ``sender``, or a new sender of
+    ``producer``) and serve the consumers until every one is settled at the
+    producer; the producer's deliveries."""
+    if sender is None:
+        sender = producer.create_sender(address)
+    link = sender.link
+    wait_all(conns, lambda: link.credit >= count, what=f"credit on {address}")
     deliveries = [sender.link.send(Message(body=i, durable=True)) for i in range(count)]
 
     def done() -> bool:
@@ -404,5 +409,97 @@ def test_multicast_copies_are_never_sent_again(start_router: StartRouter) -> Non
     assert outcomes(deliveries) == [Delivery.ACCEPTED] * 5
     assert sorted(releasing.bodies) == sorted(accepting.bodies) == list(range(5))
     assert counters(hop.url, "M0mc.q") == (0, 0)
+    for conn in conns:
+        conn.close()
+
+
+def test_closest_hands_a_release_to_the_next_consumer_but_not_a_streamed_message(
+        start_router: StartRouter) -> None:
+    hop = start_router(router_conf(addresses(3, prefix="near", distribution="closest")))
+    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
+    conns = [producer, c1, c2]
+    releasing = Consumer(c1, "near.q", release)
+    accepting = Consumer(c2, "near.q", accept)
+    sender = producer.create_sender("near.q")
+    wait_all(conns, lambda: sender.link.credit > 0, what="credit")
+    large = "x" * (200 * 1024)  # streamed: above 128 KiB, never held whole
+    results = []
+    for body in (large, "small-1", "small-2"):
+        delivery = sender.link.send(Message(body=body))
+
+        def done(d: Delivery = delivery) -> bool:
+            releasing.serve()
+            accepting.serve()
+            return bool(d.settled)
+
+        wait_all(conns, done, 20.0, "the producer's outcome")
+        results.append(int(delivery.remote_state))
+    # Round robin: the large one to the releasing consumer (back to the
+    # producer as it was), then one each, the releasing one's going on.
+    assert results == [Delivery.RELEASED, Delivery.ACCEPTED, Delivery.ACCEPTED]
+    assert [len(b) for b in releasing.bodies] == [len(large), len("small-2")]
+    assert accepting.bodies == ["small-1", "small-2"]
+    assert counters(hop.url, "M0near.q") == (1, 1)
+    for conn in conns:
+        conn.close()
+
+
+def test_an_edge_sends_what_its_consumer_releases_up_its_uplink(
+        start_router: StartRouter) -> None:
+    net = start_network(start_router, {"I": []}, edges={"E1": ["I"], "E2": ["I"]},
+                        extra=addresses(2, prefix="edgy", distribution="closest"))
+    producer, here, there = connect(net.url("E1")), connect(net.url("E1")), connect(net.url("E2"))
+    conns = [producer, here, there]
+    accepting = Consumer(there, "edgy.q", accept)
+    sender = producer.create_sender("edgy.q")
+    wait_all(conns, lambda: sender.link.credit > 0, what="E1 knowing the consumer beyond it")
+    releasing = Consumer(here, "edgy.q", release)
+    mgmt = Management(net.url("E1"))
+    wait_all(conns, lambda: any(r["name"] == "M0edgy.q" and r["subscriberCount"] == 2
+                                for r in mgmt.query("router.address", "name", "subscriberCount")),
+             what="E1's own consumer")
+    mgmt.close()
+    # Closest: E1's own consumer gets every message first.
+    deliveries = produce(conns, producer, "edgy.q", 10, [releasing, accepting], sender)
+    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
+    assert sorted(releasing.bodies) == sorted(accepting.bodies) == list(range(10))
+    assert counters(net.url("E1"), "M0edgy.q") == (10, 10)
+    for conn in conns:
+        conn.close()
+
+
+def test_management_metrics_and_hopstat_show_the_limit_and_the_count(
+        start_router: StartRouter) -> None:
+    hop = start_router(router_conf(HTTP_LISTENER), listeners=2)
+    mgmt = Management(hop.url)
+    status, _, created = mgmt.request({"prefix": "made", "redeliveryLimit": 2},
+                                      operation="CREATE", type=PREFIX + "router.config.address",
+                                      name="made")
+    assert status == 201 and created["redeliveryLimit"] == 2
+    status, description, _ = mgmt.request({"prefix": "bad", "redeliveryLimit": -1},
+                                          operation="CREATE",
+                                          type=PREFIX + "router.config.address", name="bad")
+    assert status == 400 and "redeliveryLimit" in description
+    [router] = mgmt.query("router", "redeliveryLimit")
+    assert router["redeliveryLimit"] == 0
+    mgmt.close()
+    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
+    conns = [producer, c1, c2]
+    releasing = Consumer(c1, "made.q", release)
+    accepting = Consumer(c2, "made.q", accept)
+    deliveries = produce(conns, producer, "made.q", 10, [releasing, accepting])
+    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
+    again = len(releasing.got)
+    assert again
+    _, _, samples = scrape(hop.ports[1])
+    assert samples["hop_deliveries_redelivered_total"] == again
+    assert samples["hop_address_deliveries_redelivered_total{address=M0made.q}"] == again
+    general = hopstat(hop, "-g")
+    assert re.search(rf"Deliveries Forwarded Again\s+{again}\b", general), general
+    table = hopstat(hop, "-a")
+    lines = [line.split() for line in table.splitlines()]
+    header = next(words for words in lines if words[:1] == ["class"])
+    row = next(words for words in lines if "made.q" in words)
+    assert row[header.index("again")] == str(again)
     for conn in conns:
         conn.close()
