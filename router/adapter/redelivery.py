@@ -105,7 +105,10 @@ class Redelivery:
         if not may_redeliver(state, undeliverable, held.attempts, record.redelivery_limit):
             held.failed = held.failed or failed
             return False
-        held.tried.append(ol)
+        if held.tried is None:
+            held.tried = [ol]
+        else:
+            held.tried.append(ol)
         try:
             data = redelivered_copy(held.data, failed, annotations)
             info = scan(data)
@@ -146,6 +149,7 @@ class Redelivery:
             consumers = [ol for ol in consumers if ol.conn is not il.conn]
         closest = record.distribution is _CLOSEST
         tried = held.tried
+        assert tried is not None
         if self.router.uplink is not None:
             # An edge router: its consumers, then the uplink, unless the
             # message came down it.

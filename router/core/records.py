@@ -499,7 +499,8 @@ class Held:
         self.to = to
         self.attempts = 0
         self.failed = False
-        self.tried: list[OutLink] = []
+        #: Made when a copy first comes back: most never do.
+        self.tried: list[OutLink] | None = None
 
 
 class Fanout:
