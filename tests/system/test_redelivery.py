@@ -124,8 +124,11 @@ def counters(url: str, key: str) -> tuple[int, int]:
     return router["deliveriesRedelivered"], rows[0]["deliveriesRedelivered"] if rows else 0
 
 
+DEBUG_LOG = "log {\n    module: ROUTER_CORE\n    enable: debug+\n}\n"
+
+
 def test_what_one_consumer_releases_the_other_accepts(start_router: StartRouter) -> None:
-    hop = start_router(router_conf(addresses(3)))
+    hop = start_router(router_conf(addresses(3) + DEBUG_LOG))
     producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
     conns = [producer, c1, c2]
     releasing = Consumer(c1, "again.q", release)
@@ -136,6 +139,9 @@ def test_what_one_consumer_releases_the_other_accepts(start_router: StartRouter)
     assert releasing.got, "balanced sent nothing to the releasing consumer"
     # Each message it gave back went on once, and was counted.
     assert counters(hop.url, "M0again.q") == (len(releasing.got), len(releasing.got))
+    logged = re.findall(r"ROUTER_CORE \(debug\) .*a delivery released by .* forwarded again, "
+                        r"to .* \(1 of 3\)", hop.log_text())
+    assert len(logged) == len(releasing.got)
     for conn in conns:
         conn.close()
 
