@@ -9,7 +9,8 @@ together with the producer in one loop.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -98,14 +99,36 @@ def produce(conns: list[BlockingConnection], producer: BlockingConnection, addre
     link = sender.link
     wait_all(conns, lambda: link.credit >= count, what=f"credit on {address}")
     deliveries = [sender.link.send(Message(body=i, durable=True)) for i in range(count)]
+    serve_until_settled(conns, deliveries, consumers, timeout)
+    return deliveries
 
+
+def serve_until_settled(conns: list[BlockingConnection], deliveries: list[Delivery],
+                        consumers: list[Consumer], timeout: float = 20.0) -> None:
+    """Serve the consumers until the producer has every delivery settled."""
     def done() -> bool:
         for consumer in consumers:
             consumer.serve()
         return all(d.settled for d in deliveries)
 
     wait_all(conns, done, timeout, "every delivery settled at the producer")
-    return deliveries
+
+
+@contextmanager
+def two_consumers(hop: Hop, address: str, count: int, first: Rule = release,
+                  second: Rule = accept) -> Iterator[tuple[list[Delivery], Consumer, Consumer]]:
+    """``count`` messages from a producer to two consumers of ``address`` on
+    one router, settling by ``first`` and ``second``: the producer's
+    deliveries once all are settled, and the consumers.  The connections
+    close on leaving the block (the address's record, and its counters,
+    go with its last link)."""
+    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
+    one, two = Consumer(c1, address, first), Consumer(c2, address, second)
+    try:
+        yield produce([producer, c1, c2], producer, address, count, [one, two]), one, two
+    finally:
+        for conn in (producer, c1, c2):
+            conn.close()
 
 
 def outcomes(deliveries: list[Delivery]) -> list[int]:
@@ -129,51 +152,50 @@ DEBUG_LOG = "log {\n    module: ROUTER_CORE\n    enable: debug+\n}\n"
 
 def test_what_one_consumer_releases_the_other_accepts(start_router: StartRouter) -> None:
     hop = start_router(router_conf(addresses(3) + DEBUG_LOG))
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c1, "again.q", release)
-    accepting = Consumer(c2, "again.q", accept)
-    deliveries = produce(conns, producer, "again.q", 20, [releasing, accepting])
-    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 20
-    assert sorted(accepting.bodies) == list(range(20))
-    assert releasing.got, "balanced sent nothing to the releasing consumer"
-    # Each message it gave back went on once, and was counted.
-    assert counters(hop.url, "M0again.q") == (len(releasing.got), len(releasing.got))
-    logged = re.findall(r"ROUTER_CORE \(debug\) .*a delivery released by .* forwarded again, "
-                        r"to .* \(1 of 3\)", hop.log_text())
-    assert len(logged) == len(releasing.got)
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "again.q", 20) as (deliveries, releasing, accepting):
+        assert outcomes(deliveries) == [Delivery.ACCEPTED] * 20
+        assert sorted(accepting.bodies) == list(range(20))
+        assert releasing.got, "balanced sent nothing to the releasing consumer"
+        # Each message it gave back went on once, and was counted.
+        assert counters(hop.url, "M0again.q") == (len(releasing.got), len(releasing.got))
+        logged = re.findall(r"ROUTER_CORE \(debug\) .*a delivery released by .* forwarded again, "
+                            r"to .* \(1 of 3\)", hop.log_text())
+        assert len(logged) == len(releasing.got)
+
+
+def first_then_second(hop: Hop, address: str, first: Rule, second: Rule,
+                      message: Message) -> tuple[Delivery, Consumer, Consumer]:
+    """Send ``message`` while only the ``first`` consumer is attached (it is
+    routed there), then attach the ``second`` and serve both until the
+    producer has its outcome.  The connections are closed."""
+    producer, c1 = connect(hop.url), connect(hop.url)
+    one = Consumer(c1, address, first)
+    sender = producer.create_sender(address)
+    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
+    delivery = sender.link.send(message)
+    c2 = connect(hop.url)
+    two = Consumer(c2, address, second)
+
+    try:
+        serve_until_settled([producer, c1, c2], [delivery], [one, two])
+    finally:
+        for conn in (producer, c1, c2):
+            conn.close()
+    return delivery, one, two
 
 
 def test_a_failed_delivery_reaches_the_next_consumer_counted_and_annotated(
         start_router: StartRouter) -> None:
     hop = start_router(router_conf(addresses(3)))
-    producer, c1 = connect(hop.url), connect(hop.url)
-    failing = Consumer(c1, "again.fail", fail)
-    # Only the failing consumer at first: every message goes to it.
-    sender = producer.create_sender("again.fail")
-    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
-    delivery = sender.link.send(Message(body="m", durable=True,
-                                        annotations={symbol("x-opt-mine"): 1}))
-    c2 = connect(hop.url)
-    conns = [producer, c1, c2]
-    accepting = Consumer(c2, "again.fail", accept)
-
-    def done() -> bool:
-        failing.serve()
-        accepting.serve()
-        return bool(delivery.settled)
-
-    wait_all(conns, done, 20.0, "the producer's outcome")
+    delivery, failing, accepting = first_then_second(
+        hop, "again.fail", fail, accept,
+        Message(body="m", durable=True, annotations={symbol("x-opt-mine"): 1}))
     assert delivery.remote_state == Delivery.ACCEPTED
     assert [m.delivery_count for m in failing.got] == [0]
     [second] = accepting.got
     assert second.delivery_count == 1 and not second.first_acquirer
     assert second.durable and second.body == "m"
     assert second.annotations == {symbol("x-opt-mine"): 1, symbol("x-opt-failed-by"): "first"}
-    for conn in conns:
-        conn.close()
 
 
 def test_one_releasing_consumer_the_producer_is_told_released(start_router: StartRouter) -> None:
@@ -215,78 +237,45 @@ def test_at_most_the_limit_then_the_last_outcome(start_router: StartRouter) -> N
 def test_a_failure_then_a_release_tells_the_producer_modified_failed(
         start_router: StartRouter) -> None:
     hop = start_router(router_conf(addresses(3)))
-    producer, c1 = connect(hop.url), connect(hop.url)
-    failing = Consumer(c1, "again.fr", fail)
-    sender = producer.create_sender("again.fr")
-    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
-    delivery = sender.link.send(Message(body="m"))
-    c2 = connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c2, "again.fr", release)
-
-    def done() -> bool:
-        failing.serve()
-        releasing.serve()
-        return bool(delivery.settled)
-
-    wait_all(conns, done, 20.0, "the producer's outcome")
+    delivery, _, releasing = first_then_second(hop, "again.fr", fail, release,
+                                               Message(body="m"))
     assert [m.delivery_count for m in releasing.got] == [1]
     # Released by the last, but failed by one before: the producer must
     # count a delivery attempt (AMQP 1.0 section 3.4.5).
     assert delivery.remote_state == Delivery.MODIFIED and delivery.remote.failed
-    for conn in conns:
-        conn.close()
 
 
 def test_undeliverable_here_is_not_forwarded_again(start_router: StartRouter) -> None:
     hop = start_router(router_conf(addresses(3)))
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    refusing = Consumer(c1, "again.ud", refuse_here)
-    accepting = Consumer(c2, "again.ud", accept)
-    deliveries = produce(conns, producer, "again.ud", 10, [refusing, accepting])
-    refused = sorted(refusing.bodies)
-    assert refused, "balanced sent nothing to the refusing consumer"
-    for i, d in enumerate(deliveries):
-        if i in refused:
-            assert d.remote_state == Delivery.MODIFIED and d.remote.undeliverable
-        else:
-            assert d.remote_state == Delivery.ACCEPTED
-    assert sorted(accepting.bodies) == sorted(set(range(10)) - set(refused))
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "again.ud", 10, refuse_here) as (deliveries, refusing, accepting):
+        refused = sorted(refusing.bodies)
+        assert refused, "balanced sent nothing to the refusing consumer"
+        for i, d in enumerate(deliveries):
+            if i in refused:
+                assert d.remote_state == Delivery.MODIFIED and d.remote.undeliverable
+            else:
+                assert d.remote_state == Delivery.ACCEPTED
+        assert sorted(accepting.bodies) == sorted(set(range(10)) - set(refused))
 
 
 @pytest.mark.parametrize("conf", [router_conf(addresses(None)), standalone(4, addresses(0))],
                          ids=["unset", "zero-over-router-default"])
 def test_limit_zero_is_todays_behaviour(start_router: StartRouter, conf: str) -> None:
     hop = start_router(conf)
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c1, "again.z", release)
-    accepting = Consumer(c2, "again.z", accept)
-    deliveries = produce(conns, producer, "again.z", 20, [releasing, accepting])
-    released = set(releasing.bodies)
-    assert released and len(released) + len(accepting.bodies) == 20
-    assert outcomes(deliveries) == [
-        Delivery.RELEASED if i in released else Delivery.ACCEPTED for i in range(20)]
-    assert counters(hop.url, "M0again.z") == (0, 0)
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "again.z", 20) as (deliveries, releasing, accepting):
+        released = set(releasing.bodies)
+        assert released and len(released) + len(accepting.bodies) == 20
+        assert outcomes(deliveries) == [
+            Delivery.RELEASED if i in released else Delivery.ACCEPTED for i in range(20)]
+        assert counters(hop.url, "M0again.z") == (0, 0)
 
 
 def test_the_router_default_applies_to_addresses_without_a_limit(
         start_router: StartRouter) -> None:
     hop = start_router(standalone(2, addresses(None)))
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c1, "other.d", release)
-    accepting = Consumer(c2, "other.d", accept)
-    deliveries = produce(conns, producer, "other.d", 10, [releasing, accepting])
-    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
-    assert releasing.got
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "other.d", 10) as (deliveries, releasing, _):
+        assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
+        assert releasing.got
 
 
 def test_a_consumer_leaving_with_unsettled_deliveries_hands_them_on(hop_conf_start: Hop) -> None:
@@ -308,12 +297,7 @@ def test_a_consumer_leaving_with_unsettled_deliveries_hands_them_on(hop_conf_sta
         for r in mgmt.query("router.address", "name", "subscriberCount")), what="2 consumers")
     mgmt.close()
     c1.close()
-
-    def done() -> bool:
-        accepting.serve()
-        return all(d.settled for d in deliveries)
-
-    wait_all(conns, done, 20.0, "every delivery settled")
+    serve_until_settled(conns, deliveries, [accepting])
     assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
     assert sorted(accepting.bodies) == list(range(10))
     # The 4 it held may have been processed: each comes with one more
@@ -379,12 +363,7 @@ def test_a_release_from_another_router_goes_the_other_way(start_router: StartRou
     wait_all(conns, remotes(2), what="A knowing C's consumer")
     mgmt.close()
     stalled.close()
-
-    def done() -> bool:
-        accepting.serve()
-        return all(d.settled for d in deliveries)
-
-    wait_all(conns, done, 20.0, "every delivery settled")
+    serve_until_settled(conns, deliveries, [accepting])
     assert outcomes(deliveries) == [Delivery.ACCEPTED] * 5
     assert sorted(accepting.bodies) == list(range(5))
     assert counters(net.url("A"), "M0star.q") == (5, 5)
@@ -406,17 +385,11 @@ def _unsettled_at(url: str) -> int:
 def test_multicast_copies_are_never_sent_again(start_router: StartRouter) -> None:
     conf = addresses(3) + addresses(None, prefix="mc", distribution="multicast")
     hop = start_router(router_conf(conf))
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c1, "mc.q", release)
-    accepting = Consumer(c2, "mc.q", accept)
-    deliveries = produce(conns, producer, "mc.q", 5, [releasing, accepting])
-    # Multicast folds the copies' outcomes, each copy delivered once.
-    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 5
-    assert sorted(releasing.bodies) == sorted(accepting.bodies) == list(range(5))
-    assert counters(hop.url, "M0mc.q") == (0, 0)
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "mc.q", 5) as (deliveries, releasing, accepting):
+        # Multicast folds the copies' outcomes, each copy delivered once.
+        assert outcomes(deliveries) == [Delivery.ACCEPTED] * 5
+        assert sorted(releasing.bodies) == sorted(accepting.bodies) == list(range(5))
+        assert counters(hop.url, "M0mc.q") == (0, 0)
 
 
 def test_closest_hands_a_release_to_the_next_consumer_but_not_a_streamed_message(
@@ -432,13 +405,7 @@ def test_closest_hands_a_release_to_the_next_consumer_but_not_a_streamed_message
     results = []
     for body in (large, "small-1", "small-2"):
         delivery = sender.link.send(Message(body=body))
-
-        def done(d: Delivery = delivery) -> bool:
-            releasing.serve()
-            accepting.serve()
-            return bool(d.settled)
-
-        wait_all(conns, done, 20.0, "the producer's outcome")
+        serve_until_settled(conns, [delivery], [releasing, accepting])
         results.append(int(delivery.remote_state))
     # Round robin: the large one to the releasing consumer (back to the
     # producer as it was), then one each, the releasing one's going on.
@@ -489,23 +456,17 @@ def test_management_metrics_and_hopstat_show_the_limit_and_the_count(
     [router] = mgmt.query("router", "redeliveryLimit")
     assert router["redeliveryLimit"] == 0
     mgmt.close()
-    producer, c1, c2 = connect(hop.url), connect(hop.url), connect(hop.url)
-    conns = [producer, c1, c2]
-    releasing = Consumer(c1, "made.q", release)
-    accepting = Consumer(c2, "made.q", accept)
-    deliveries = produce(conns, producer, "made.q", 10, [releasing, accepting])
-    assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
-    again = len(releasing.got)
-    assert again
-    _, _, samples = scrape(hop.ports[1])
-    assert samples["hop_deliveries_redelivered_total"] == again
-    assert samples["hop_address_deliveries_redelivered_total{address=M0made.q}"] == again
-    general = hopstat(hop, "-g")
-    assert re.search(rf"Deliveries Forwarded Again\s+{again}\b", general), general
-    table = hopstat(hop, "-a")
-    lines = [line.split() for line in table.splitlines()]
-    header = next(words for words in lines if words[:1] == ["class"])
-    row = next(words for words in lines if "made.q" in words)
-    assert row[header.index("again")] == str(again)
-    for conn in conns:
-        conn.close()
+    with two_consumers(hop, "made.q", 10) as (deliveries, releasing, _):
+        assert outcomes(deliveries) == [Delivery.ACCEPTED] * 10
+        again = len(releasing.got)
+        assert again
+        _, _, samples = scrape(hop.ports[1])
+        assert samples["hop_deliveries_redelivered_total"] == again
+        assert samples["hop_address_deliveries_redelivered_total{address=M0made.q}"] == again
+        general = hopstat(hop, "-g")
+        assert re.search(rf"Deliveries Forwarded Again\s+{again}\b", general), general
+        table = hopstat(hop, "-a")
+        lines = [line.split() for line in table.splitlines()]
+        header = next(words for words in lines if words[:1] == ["class"])
+        row = next(words for words in lines if "made.q" in words)
+        assert row[header.index("again")] == str(again)
