@@ -102,9 +102,28 @@ class Redelivery:
                 undeliverable = bool(lib.pn_disposition_is_undeliverable(disposition))
                 annotations = _encoded(lib.pn_disposition_annotations(disposition))
         record = held.record
-        if not may_redeliver(state, undeliverable, held.attempts, record.redelivery_limit):
-            held.failed = held.failed or failed
+        held.failed = held.failed or failed
+        to = None
+        if may_redeliver(state, undeliverable, held.attempts, record.redelivery_limit):
+            to = self._again(ref, held, ol, failed, annotations)
+        if to is None:
+            # The producer is told now; a later settlement of the same copy
+            # (a consumer that gave its outcome first) changes nothing.
+            held.attempts = record.redelivery_limit
+            held.data = b""
             return False
+        held.attempts += 1
+        self.counters.redelivered += 1
+        record.redelivered += 1
+        log.debug("%r: a delivery %s by %r forwarded again, to %r (%d of %d)", ref.in_link,
+                  "released" if state != MODIFIED else "modified", ol, to, held.attempts,
+                  record.redelivery_limit)
+        return True
+
+    def _again(self, ref: Transfer, held: Held, ol: OutLink, failed: bool,
+               annotations: bytes | None) -> OutLink | None:
+        """Send the message of ``held`` on to a destination it has not been
+        to, ``ol`` now among them; the link it went on, or None."""
         if held.tried is None:
             held.tried = [ol]
         else:
@@ -113,29 +132,20 @@ class Redelivery:
             data = redelivered_copy(held.data, failed, annotations)
             info = scan(data)
             ann = decode_annotations(data, info) if info.router_keys else None
-            if held.to is not None and ref.in_link.record is None \
-                    and (ann is None or ann.to != held.to):
-                # The address routing read (a vhost's), as the first time.
-                ann = (ann if ann is not None else NO_ANNOTATIONS)._replace(to=held.to)
         except (MessageFormatError, PeerProtocolError) as exc:
             log.warning("%r: not forwarded again: %s", ref.in_link, exc)
-            held.failed = held.failed or failed
-            return False
+            return None
+        if held.to is not None and ref.in_link.record is None \
+                and (ann is None or ann.to != held.to):
+            # The address routing read (a vhost's), as the first time.
+            ann = (ann if ann is not None else NO_ANNOTATIONS)._replace(to=held.to)
         if ref.target is not None:
             ref.target.outstanding -= 1
             ref.target = None
         to = self._forward(ref, held, data, info, ann)
-        held.failed = held.failed or failed
-        if to is None:
-            return False
-        held.data = data
-        held.attempts += 1
-        self.counters.redelivered += 1
-        record.redelivered += 1
-        log.debug("%r: a delivery %s by %r forwarded again, to %r (%d of %d)", ref.in_link,
-                  "released" if state != MODIFIED else "modified", ol, to, held.attempts,
-                  record.redelivery_limit)
-        return True
+        if to is not None:
+            held.data = data
+        return to
 
     def _forward(self, ref: Transfer, held: Held, data: bytes, info: MessageInfo,
                  ann: RouterAnnotations | None) -> OutLink | None:

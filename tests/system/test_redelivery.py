@@ -470,3 +470,56 @@ def test_management_metrics_and_hopstat_show_the_limit_and_the_count(
         header = next(words for words in lines if words[:1] == ["class"])
         row = next(words for words in lines if "made.q" in words)
         assert row[header.index("again")] == str(again)
+
+
+def test_an_outcome_given_before_settling_is_acted_on_once(start_router: StartRouter) -> None:
+    # A consumer that says RELEASED without settling (as one in receiver
+    # settle mode "second" does), alone: the producer is told RELEASED.  A
+    # consumer that comes later does not get the message when the first one
+    # settles at last: the producer was told already.
+    hop = start_router(router_conf(addresses(3)))
+    producer, c1 = connect(hop.url), connect(hop.url)
+    first = c1.create_receiver("again.late", credit=1)
+    sender = producer.create_sender("again.late")
+    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
+    delivery = sender.link.send(Message(body="m"))
+    wait_all([producer, c1], lambda: first.fetcher.has_message == 1, what="the message")
+    first.fetcher.pop()
+    copy = first.fetcher.unsettled.popleft()
+    copy.update(Delivery.RELEASED)
+    wait_all([producer, c1], lambda: delivery.remote_state == Delivery.RELEASED,
+             what="the producer told")
+    assert not delivery.settled
+    c2 = connect(hop.url)
+    later = Consumer(c2, "again.late", accept)
+    mgmt = Management(hop.url)
+    wait_all([producer, c1, c2], lambda: any(
+        r["name"] == "M0again.late" and r["subscriberCount"] == 2
+        for r in mgmt.query("router.address", "name", "subscriberCount")), what="2 consumers")
+    mgmt.close()
+    copy.settle()
+    serve_until_settled([producer, c1, c2], [delivery], [later])
+    assert delivery.remote_state == Delivery.RELEASED and later.got == []
+    for conn in (producer, c1, c2):
+        conn.close()
+
+
+def test_an_outcome_given_before_settling_goes_on_at_once(start_router: StartRouter) -> None:
+    hop = start_router(router_conf(addresses(3)))
+    producer, c1 = connect(hop.url), connect(hop.url)
+    first = c1.create_receiver("again.early", credit=1)
+    sender = producer.create_sender("again.early")
+    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
+    delivery = sender.link.send(Message(body="m"))
+    wait_all([producer, c1], lambda: first.fetcher.has_message == 1, what="the message")
+    c2 = connect(hop.url)
+    accepting = Consumer(c2, "again.early", accept)
+    first.fetcher.pop()
+    copy = first.fetcher.unsettled.popleft()
+    copy.update(Delivery.RELEASED)  # and not settled
+    serve_until_settled([producer, c1, c2], [delivery], [accepting])
+    assert delivery.remote_state == Delivery.ACCEPTED and accepting.bodies == ["m"]
+    # The router settled the copy that came back.
+    wait_all([c1], lambda: bool(copy.settled), what="the copy settled by the router")
+    for conn in (producer, c1, c2):
+        conn.close()
