@@ -472,20 +472,28 @@ def test_management_metrics_and_hopstat_show_the_limit_and_the_count(
         assert row[header.index("again")] == str(again)
 
 
+def taken_by_one(hop: Hop, address: str) -> tuple[BlockingConnection, BlockingConnection,
+                                                  Delivery, Delivery]:
+    """One message to the one consumer of ``address``, taken and not yet
+    settled: the producer's and the consumer's connections, the producer's
+    delivery and the consumer's."""
+    producer, c1 = connect(hop.url), connect(hop.url)
+    first = c1.create_receiver(address, credit=1)
+    sender = producer.create_sender(address)
+    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
+    delivery = sender.link.send(Message(body="m"))
+    wait_all([producer, c1], lambda: first.fetcher.has_message == 1, what="the message")
+    first.fetcher.pop()
+    return producer, c1, delivery, first.fetcher.unsettled.popleft()
+
+
 def test_an_outcome_given_before_settling_is_acted_on_once(start_router: StartRouter) -> None:
     # A consumer that says RELEASED without settling (as one in receiver
     # settle mode "second" does), alone: the producer is told RELEASED.  A
     # consumer that comes later does not get the message when the first one
     # settles at last: the producer was told already.
     hop = start_router(router_conf(addresses(3)))
-    producer, c1 = connect(hop.url), connect(hop.url)
-    first = c1.create_receiver("again.late", credit=1)
-    sender = producer.create_sender("again.late")
-    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
-    delivery = sender.link.send(Message(body="m"))
-    wait_all([producer, c1], lambda: first.fetcher.has_message == 1, what="the message")
-    first.fetcher.pop()
-    copy = first.fetcher.unsettled.popleft()
+    producer, c1, delivery, copy = taken_by_one(hop, "again.late")
     copy.update(Delivery.RELEASED)
     wait_all([producer, c1], lambda: delivery.remote_state == Delivery.RELEASED,
              what="the producer told")
@@ -506,16 +514,9 @@ def test_an_outcome_given_before_settling_is_acted_on_once(start_router: StartRo
 
 def test_an_outcome_given_before_settling_goes_on_at_once(start_router: StartRouter) -> None:
     hop = start_router(router_conf(addresses(3)))
-    producer, c1 = connect(hop.url), connect(hop.url)
-    first = c1.create_receiver("again.early", credit=1)
-    sender = producer.create_sender("again.early")
-    wait_all([producer, c1], lambda: sender.link.credit > 0, what="credit")
-    delivery = sender.link.send(Message(body="m"))
-    wait_all([producer, c1], lambda: first.fetcher.has_message == 1, what="the message")
+    producer, c1, delivery, copy = taken_by_one(hop, "again.early")
     c2 = connect(hop.url)
     accepting = Consumer(c2, "again.early", accept)
-    first.fetcher.pop()
-    copy = first.fetcher.unsettled.popleft()
     copy.update(Delivery.RELEASED)  # and not settled
     serve_until_settled([producer, c1, c2], [delivery], [accepting])
     assert delivery.remote_state == Delivery.ACCEPTED and accepting.bodies == ["m"]
