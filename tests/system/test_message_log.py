@@ -48,7 +48,7 @@ def send_and_receive(url: str, address: str) -> None:
 
 def test_each_listener_logs_the_fields_it_names_and_only_its_own_connections(
         start_router: StartRouter) -> None:
-    hop = start_router(router_conf(LOGGED, listener=""))
+    hop = start_router(router_conf(LOGGED, listener=""), listeners=3)
     all_fields, some, none = (f"amqp://127.0.0.1:{port}" for port in hop.ports)
     send_and_receive(all_fields, "logged.all")
     hop.wait_log(r"MESSAGE \(trace\) \[C\d+\]: Sent Message\{message-id=\"m-1\", "

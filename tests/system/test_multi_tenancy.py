@@ -34,7 +34,7 @@ def tenant(hop: Hop, vhost: str) -> BlockingConnection:
 
 
 def test_tenants_meet_only_in_their_own_namespace(start_router: StartRouter) -> None:
-    hop = start_router(router_conf(TENANT_LISTENER))
+    hop = start_router(router_conf(TENANT_LISTENER), listeners=2)
     shop, bank, plain = tenant(hop, "shop"), tenant(hop, "bank"), connect(hop.url)
     try:
         shop_in = shop.create_receiver("orders", credit=10)
@@ -102,7 +102,7 @@ def test_a_tenants_link_route_reaches_the_container_prefixed(start_router: Start
                      "    connection: c\n}\n" for d in ("in", "out"))
     try:
         hop = start_router(router_conf(TENANT_LISTENER + broker_connector(port, "c")
-                                       + routes + LOG_INFO))
+                                       + routes + LOG_INFO), listeners=2)
         hop.wait_log(r"Link Route Activated")
         shop = tenant(hop, "shop")
         try:
