@@ -43,4 +43,10 @@ def ext_modules() -> list[object]:
     return list(mypycify(COMPILED, opt_level="3", debug_level="0"))
 
 
-setup(ext_modules=ext_modules())
+def cffi_modules() -> list[str]:
+    # The accelerator: several proton calls of the per-message path in one
+    # (router/adapter/accel.c, docs/performance.md#the-accelerator).
+    return [] if _pure() else ["router/adapter/accel_build.py:ffibuilder"]
+
+
+setup(ext_modules=ext_modules(), cffi_modules=cffi_modules())

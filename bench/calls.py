@@ -18,7 +18,13 @@ The counting needs the pure-Python modules: calls are attributed to the
 Python frame that makes them (and events to ``Events.dispatch``'s), and
 mypyc-compiled functions have no frames.  ``main`` loads every project
 module from its ``.py`` source even where a compiled extension sits beside
-it, and ``count`` refuses a compiled build.
+it (and the accelerator's Python functions instead of its C ones), and
+``count`` refuses a compiled build.
+
+The compiled build makes the proton calls of each accelerator function
+(``router.adapter.accel``) in one call from Python: the report also gives
+the calls from Python into C that build makes per message ("crossings"),
+each accelerator function counting once instead of the calls inside it.
 
     python -m bench.calls [N] [--window W] [--top K] [--json]
 """
@@ -49,7 +55,10 @@ HOT_MODULES = ("router.adapter.engine", "router.adapter.events",
                "router.adapter.outcomes", "router.adapter.sending", "router.adapter.network")
 ROUTER = "router"
 PROTON_API = "proton API"
-_DISPATCH = "Events.dispatch"
+#: Where the dispatcher's events are taken off the collector.
+_DISPATCH = "_next_event"
+#: The accelerator's Python functions: one crossing each in the compiled build.
+_ACCELERATED = ("_next_event", "_recv_whole", "_send_copy", "_update_settle")
 _EVENT_TYPE = "pn_event_type"
 
 
@@ -74,9 +83,11 @@ class _SourcesFirst(importlib.abc.MetaPathFinder):
 
 
 def prefer_sources() -> None:
-    """Load the project's modules from source from now on (before they are imported)."""
+    """Load the project's modules from source from now on (before they are
+    imported), and the accelerator's Python functions."""
     if not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
         sys.meta_path.insert(0, _SourcesFirst())
+    sys.modules.setdefault("router.adapter._accel", None)  # type: ignore[arg-type]
 
 
 def compiled_hot_modules() -> list[str]:
@@ -113,6 +124,7 @@ class Tally:
         self.events: Counter[str] = Counter()
         self.deliveries: Counter[str] = Counter()
         self.flows: Counter[str] = Counter()
+        self.accelerated: Counter[str] = Counter()
         self.wakeups = 0
 
     def wrap(self, layer: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -129,6 +141,18 @@ class Tally:
                 if name == _EVENT_TYPE and site == _DISPATCH:
                     tally.event(args[0], result)
             return result
+
+        counted.__name__ = counted.__qualname__ = name
+        return counted
+
+    def wrap_accelerated(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An accelerator function, counted as one call from Python into C."""
+        tally = self
+
+        def counted(*args: Any) -> Any:
+            if tally.active:
+                tally.accelerated[name] += 1
+            return fn(*args)
 
         counted.__name__ = counted.__qualname__ = name
         return counted
@@ -192,6 +216,9 @@ def _instrumented_modules() -> list[tuple[str, types.ModuleType]]:
 def instrumented(tally: Tally) -> Iterator[int]:
     """Every loaded router and proton module's C functions counted into ``tally``
     for the duration; yields how many module globals were replaced."""
+    from router.adapter import accel
+
+    accelerated = {id(fn) for fn in accel.PYTHON.values()}
     replaced: list[tuple[types.ModuleType, str, object]] = []
     try:
         for layer, module in _instrumented_modules():
@@ -202,6 +229,9 @@ def instrumented(tally: Tally) -> Iterator[int]:
                     new: object = proxy
                 elif _is_c_function(value):
                     new = tally.wrap(layer, name, value)
+                elif id(value) in accelerated and not name.startswith("_") \
+                        and module is not accel:
+                    new = tally.wrap_accelerated(name, value)
                 else:
                     continue
                 replaced.append((module, name, value))
@@ -248,6 +278,7 @@ class Counts:
     events: Counter[str] = field(default_factory=Counter)
     deliveries: Counter[str] = field(default_factory=Counter)
     flows: Counter[str] = field(default_factory=Counter)
+    accelerated: Counter[str] = field(default_factory=Counter)
 
     def total(self, layer: str | None = None) -> int:
         return sum(n for (lay, _f, _s), n in self.calls.items() if layer in (None, lay))
@@ -269,6 +300,13 @@ class Counts:
     def popped(self) -> int:
         return self.calls[ROUTER, "pn_collector_pop", _DISPATCH]
 
+    def crossings(self) -> int:
+        """Calls from the router's Python into C in the compiled build: each
+        accelerator function once, the calls it makes not at all."""
+        inside = sum(n for (lay, _f, site), n in self.calls.items()
+                     if lay == ROUTER and site in _ACCELERATED)
+        return self.total(ROUTER) - inside + sum(self.accelerated.values())
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "messages": self.messages,
@@ -280,6 +318,8 @@ class Counts:
             "popped": self.popped(),
             "deliveries": dict(self.deliveries),
             "flows": dict(self.flows),
+            "accelerated": dict(self.accelerated),
+            "crossings": self.crossings(),
         }
 
 
@@ -296,7 +336,8 @@ def count(n: int, window: int = 1000) -> Counts:
     with instrumented(tally) as replaced, counting_run_once(tally):
         _seconds, moved = measure(n, window=window)
     return Counts(messages=moved, wakeups=tally.wakeups, replaced=replaced, calls=tally.calls,
-                  events=tally.events, deliveries=tally.deliveries, flows=tally.flows)
+                  events=tally.events, deliveries=tally.deliveries, flows=tally.flows,
+                  accelerated=tally.accelerated)
 
 
 def report(c: Counts, top: int = 30) -> str:
@@ -308,6 +349,9 @@ def report(c: Counts, top: int = 30) -> str:
         f"proton C calls per message: {c.total() / m:.2f} "
         f"(router modules {c.total(ROUTER) / m:.2f}, "
         f"through proton's Python API {c.total(PROTON_API) / m:.2f})",
+        f"calls from Python into C per message in the compiled build: "
+        f"{c.crossings() / m:.2f} (accelerator: "
+        + ", ".join(f"{fn} {n / m:.2f}" for fn, n in sorted(c.accelerated.items())) + ")",
         "",
     ]
     for layer, title in ((ROUTER, "C function (router modules)"),
@@ -325,7 +369,7 @@ def report(c: Counts, top: int = 30) -> str:
             lines.append(f"{f'({len(functions) - top} more)':<34}{rest / m:>9.3f}{rest:>9}")
         lines.append("")
     lines += [f"collector events per message: {c.events.total() / m:.3f} "
-              f"(popped by Events.dispatch: {c.popped() / m:.3f})",
+              f"(popped by the dispatcher: {c.popped() / m:.3f})",
               f"  {'event type':<58}{'per msg':>9}{'total':>9}"]
     lines += [f"  {name:<58}{n / m:>9.3f}{n:>9}" for name, n in c.events.most_common()]
     lines.append("PN_DELIVERY by link side and kind:")

@@ -18,6 +18,7 @@ import logging
 from typing import Any, Final
 
 import router
+from router.adapter.accel import SETTLED, event_arrays, next_event
 from router.adapter.attaching import Attaching
 from router.adapter.connections import Conn
 from router.adapter.connectors import Connectors
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 policy_log = log.getChild("policy")
 
 PN_DELIVERY: Final = lib.PN_DELIVERY
-PN_TRANSPORT: Final = lib.PN_TRANSPORT
 PN_LINK_FLOW: Final = lib.PN_LINK_FLOW
 
 
@@ -85,6 +85,8 @@ class Events:
         self.management = management
         self.dirty = pending.output
         self.collector = transports.collector
+        #: What ``next_event`` tells about each event.
+        self.ptrs, self.ints = event_arrays()
 
     # -- the end of a wake-up ------------------------------------------------------------
 
@@ -124,46 +126,39 @@ class Events:
     def dispatch(self) -> None:
         """Hand every event the collector holds to its part."""
         collector = self.collector
-        peek = lib.pn_collector_peek
-        pop = lib.pn_collector_pop
-        etype = lib.pn_event_type
-        event_delivery = lib.pn_event_delivery
-        delivery_link = lib.pn_delivery_link
+        ptrs = self.ptrs
+        ints = self.ints
         links = self.links.table
         fwd = self.forwarder
         outcomes = self.outcomes
         pending = self.pending
+        t = next_event(collector, 0, ptrs, ints)
         while True:
-            e = peek(collector)
-            if not e:
+            if not t:
                 if pending.settle_later:
                     outcomes.settle_deferred()
+                    t = next_event(collector, 0, ptrs, ints)
                     continue
                 if pending.effects:
                     self.effects.drain(pending)
+                    t = next_event(collector, 0, ptrs, ints)
                     continue
                 return
-            t = etype(e)
             try:
                 if t == PN_DELIVERY:
-                    d = event_delivery(e)
-                    link = links.get(delivery_link(d))
+                    d = ptrs[1]
+                    link = links.get(ptrs[2])
                     if type(link) is InLink:
-                        fwd.incoming(d, link)
+                        fwd.incoming(d, link, ints[0], ints[1])
                     elif type(link) is OutLink:
-                        outcomes.outgoing(d, link)
+                        outcomes.outgoing(d, link, ints[1] & SETTLED, ints[2])
                     elif type(link) is RoutedEnd:
                         self.relay.relay(d, link)
                     else:
                         self._orphan(d)
-                        self._touched(e)
-                elif t == PN_TRANSPORT:
-                    # Raised for every change with output to write; the handlers
-                    # mark the connections they change instead (``Pending.output``),
-                    # which costs less than looking each event's transport up.
-                    pass
+                        self._touched(ptrs[0])
                 elif t == PN_LINK_FLOW:
-                    link = links.get(lib.pn_event_link(e))
+                    link = links.get(ptrs[2])
                     if type(link) is OutLink:
                         self.sender.outgoing_flow(link)
                     elif type(link) is InLink:
@@ -173,13 +168,13 @@ class Events:
                 else:
                     if pending.settle_later:
                         outcomes.settle_deferred()
-                    self._endpoint(t, e)
+                    self._endpoint(t, ptrs[0])
             except Exception:
                 log.exception("internal error handling proton event %s",
                               to_str(lib.pn_event_type_name(t)))
                 if router.RAISE_INTERNAL_ERRORS:
                     raise
-            pop(collector)
+            t = next_event(collector, 1, ptrs, ints)
 
     # -- endpoint events ---------------------------------------------------------------
 

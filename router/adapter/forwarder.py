@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from addressing import Distribution, choose_balanced, choose_closest
+from router.adapter.accel import ABORTED, PARTIAL, SETTLED, recv_whole
 from router.adapter.message_log import log_message
 from router.adapter.network import NetworkForwarding
 from router.adapter.outcomes import Outcomes, whole
@@ -113,38 +114,33 @@ class Forwarder:
 
     # -- receiving -----------------------------------------------------------
 
-    def incoming(self, d: Any, il: InLink) -> None:
-        """A PN_DELIVERY event on a router-incoming link."""
-        n = pn_delivery_pending(d)
-        if n == 0 or pn_delivery_partial(d) or il.partial is not None:
+    def incoming(self, d: Any, il: InLink, n: int, flags: int) -> None:
+        """A PN_DELIVERY event on a router-incoming link, with its pending
+        bytes and flags as ``accel.next_event`` found them."""
+        if n == 0 or flags & PARTIAL or il.partial is not None:
             # Rare: an update to a delivery already taken (nothing pending,
             # not readable), an empty transfer, or a multi-frame one.
             if not pn_delivery_readable(d):
-                if pn_delivery_settled(d):
+                if flags & SETTLED:
                     self.outcomes.producer_settled(d, il)
                 return
             self._incoming_in_pieces(d, il)
             return
-        # proton marks an aborted transfer settled (and complete), so only a
-        # settled one needs the abort check.
-        settled = pn_delivery_settled(d)
-        if settled and pn_delivery_aborted(d):
+        if flags & ABORTED:
             self._incoming_in_pieces(d, il)
             return
         if n > il.max_size:
             self.outcomes.oversized(d, il)
             return
-        lptr = il.handle
         buffer = self.buffer
         if n > buffer.size:
             buffer.grow(n)
-        pn_link_recv(lptr, buffer.cbuf, n)
+        recv_whole(il.handle, buffer.cbuf, n)
         data = buffer.view[:n].tobytes()
-        pn_link_advance(lptr)
         il.delivered += 1
         if il.logged:
             log_message(il, data, False)
-        if settled:
+        if flags & SETTLED:
             il.presettled += 1
             pn_delivery_settle(d)
             self.route(None, il, data)

@@ -15,6 +15,7 @@ import logging
 from collections import deque
 from typing import Any, Final, Protocol
 
+from router.adapter.accel import update_settle
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import NULL, lib
 from router.core import (
@@ -223,20 +224,24 @@ class Outcomes:
             ref.in_link.unsettled.pop(d, None)
             self.finish(d, ref.in_link, state)
 
-    def outgoing(self, od: Any, ol: OutLink) -> None:
-        """A PN_DELIVERY event on a router-outgoing link: the consumer's disposition."""
+    def outgoing(self, od: Any, ol: OutLink, settled: int, state: int) -> None:
+        """A PN_DELIVERY event on a router-outgoing link: the consumer's
+        disposition, settled or not, and its state (``accel.next_event``)."""
         ref = ol.unsettled.get(od)
-        settled = pn_delivery_settled(od)
         if ref is None:
             if settled:
                 pn_delivery_settle(od)
             return
-        state = pn_delivery_remote_state(od)
         if type(ref) is Transfer:
             d = ref.in_delivery
+            done = False  # d settled already
             if d is not None and state:
                 if state == ACCEPTED:
-                    pn_delivery_update(d, state)
+                    if settled and not self.streams:
+                        update_settle(d, state)  # the common case, in one call
+                        done = True
+                    else:
+                        pn_delivery_update(d, state)
                 elif ref.held is not None and state in (RELEASED, MODIFIED) \
                         and self._again(ref, od, ol, state):
                     return
@@ -260,7 +265,7 @@ class Outcomes:
                     ref.target = None
                 if d is not None:
                     il = ref.in_link
-                    if not self.streams or not self.arriving(d, il):
+                    if not done and (not self.streams or not self.arriving(d, il)):
                         pn_delivery_settle(d)
                     if outcome is not None:
                         il.outcomes[outcome] += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final, Protocol
 
+from router.adapter.accel import send_copy
 from router.adapter.message_log import log_message
 from router.adapter.outcomes import Outcomes
 from router.adapter.pending import Counters, Pending
@@ -137,13 +138,8 @@ class Sender:
         conn = ol.conn
         if not ol.prepared and (not conn.strip_out or (keys and may_have_router_keys(data))):
             data = self.egress_annotations(ol, data)
-        lptr = ol.handle
-        # ``_delivery`` inline: this runs once per copy.
         self._next_tag += 1
-        self._tag[0] = self._next_tag
-        od = pn_delivery(lptr, self._tag_bytes)
-        pn_link_send(lptr, data, len(data))
-        pn_link_advance(lptr)
+        od = send_copy(ol.handle, self._next_tag, data, len(data))
         ol.credit -= 1
         ol.delivered += 1
         if ol.logged:

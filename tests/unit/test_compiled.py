@@ -49,3 +49,16 @@ def test_one_build_throughout() -> None:
     want = (expected == "compiled") if expected else next(iter(builds.values()))
     wrong = [name for name, compiled in builds.items() if compiled != want]
     assert not wrong, f"expected the {'compiled' if want else 'pure'} build: {wrong}"
+
+
+def test_the_accelerator_comes_with_the_compiled_build() -> None:
+    """``router/adapter/accel.c`` is compiled with the modules (setup.py), and
+    is never older than its source."""
+    from router.adapter import accel
+
+    compiled = str(importlib.import_module("router.adapter.forwarder").__file__).endswith(".so")
+    assert compiled == accel.COMPILED
+    source = ROOT / "router" / "adapter" / "accel.c"
+    for ext in source.parent.glob("_accel.*.so"):
+        assert ext.stat().st_mtime >= source.stat().st_mtime, \
+            f"{ext.name} is older than {source.name}: run 'pip install -e .' again"
