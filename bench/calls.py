@@ -58,7 +58,8 @@ PROTON_API = "proton API"
 #: Where the dispatcher's events are taken off the collector.
 _DISPATCH = "_next_event"
 #: The accelerator's Python functions: one crossing each in the compiled build.
-_ACCELERATED = ("_next_event", "_recv_whole", "_send_copy", "_update_settle")
+_ACCELERATED = ("_next_event", "_recv_whole", "_send_copy", "_update_settle", "_relay_whole",
+                "_pass_outcome")
 _EVENT_TYPE = "pn_event_type"
 
 

@@ -39,10 +39,11 @@ static void *(*delivery_new)(void *, hop_bytes_t);
 static ssize_t (*link_send)(void *, const char *, size_t);
 static void (*delivery_update)(void *, uint64_t);
 static void (*delivery_settle)(void *);
+static hop_bytes_t (*delivery_tag)(void *);
 
 static int t_delivery, t_transport, t_link_flow;
 
-#define HOP_ACCEL_FUNCTIONS 17
+#define HOP_ACCEL_FUNCTIONS 18
 
 int hop_accel_init(void **f, int n, int delivery, int transport, int link_flow)
 {
@@ -68,6 +69,7 @@ int hop_accel_init(void **f, int n, int delivery, int transport, int link_flow)
     link_send = (ssize_t (*)(void *, const char *, size_t))f[14];
     delivery_update = (void (*)(void *, uint64_t))f[15];
     delivery_settle = (void (*)(void *))f[16];
+    delivery_tag = (hop_bytes_t (*)(void *))f[17];
     t_delivery = delivery;
     t_transport = transport;
     t_link_flow = link_flow;
@@ -128,4 +130,26 @@ void hop_update_settle(void *d, uint64_t state)
 {
     delivery_update(d, state);
     delivery_settle(d);
+}
+
+void *hop_relay_whole(void *d, void *link, void *partner, char *buffer, size_t n,
+                      size_t max_tag)
+{
+    hop_bytes_t tag = delivery_tag(d);
+    if (tag.size > max_tag)
+        return NULL;
+    void *od = delivery_new(partner, tag); /* proton copies the tag */
+    ssize_t got = link_recv(link, buffer, n);
+    if (got > 0)
+        link_send(partner, buffer, (size_t)got);
+    link_advance(link);
+    link_advance(partner);
+    return od;
+}
+
+void hop_pass_outcome(void *d, void *od, uint64_t state)
+{
+    delivery_update(d, state);
+    delivery_settle(d);
+    delivery_settle(od);
 }

@@ -5,8 +5,9 @@
 (``setup.py``), makes the calls of one step at once, without going back to
 Python between them: finding the next event worth dispatching and what the
 dispatcher will ask about it, reading a complete message off its link,
-putting a copy on a link.  Without a compiled build the same functions are
-the Python below; both behave alike (tests/unit/adapter/test_accel.py).
+putting a copy on a link, relaying a link-routed transfer or outcome.
+Without a compiled build the same functions are the Python below; both
+behave alike (tests/unit/router/test_accel.py).
 
 ``next_event`` fills two arrays the caller made with ``event_arrays``:
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from router.adapter.pn import ffi, lib
+from router.adapter.pn import NULL, ffi, lib
 
 PARTIAL: Final = 1
 SETTLED: Final = 2
@@ -37,7 +38,7 @@ _FUNCTIONS = (
     "pn_event_link", "pn_delivery_link", "pn_delivery_pending", "pn_delivery_partial",
     "pn_delivery_settled", "pn_delivery_aborted", "pn_delivery_remote_state",
     "pn_link_recv", "pn_link_advance", "pn_delivery", "pn_link_send",
-    "pn_delivery_update", "pn_delivery_settle",
+    "pn_delivery_update", "pn_delivery_settle", "pn_delivery_tag",
 )
 
 _PN_DELIVERY: Final = lib.PN_DELIVERY
@@ -84,6 +85,7 @@ pn_link_send = lib.pn_link_send
 pn_delivery_update = lib.pn_delivery_update
 pn_delivery_settle = lib.pn_delivery_settle
 pn_event_link = lib.pn_event_link
+pn_delivery_tag = lib.pn_delivery_tag
 
 
 def _next_event(collector: Any, pop: int, ptrs: Any, ints: Any) -> int:
@@ -138,6 +140,25 @@ def _update_settle(d: Any, state: int) -> None:
     pn_delivery_settle(d)
 
 
+def _relay_whole(d: Any, lptr: Any, partner: Any, buffer: Any, n: int, max_tag: int) -> Any:
+    tag = pn_delivery_tag(d)
+    if tag.size > max_tag:
+        return NULL
+    od = pn_delivery(partner, tag)  # proton copies the tag
+    got = pn_link_recv(lptr, buffer, n)
+    if got > 0:
+        pn_link_send(partner, buffer, got)
+    pn_link_advance(lptr)
+    pn_link_advance(partner)
+    return od
+
+
+def _pass_outcome(d: Any, od: Any, state: int) -> None:
+    pn_delivery_update(d, state)
+    pn_delivery_settle(d)
+    pn_delivery_settle(od)
+
+
 def _python_arrays() -> tuple[Any, Any]:
     return [None, None, None], [0, 0, 0]
 
@@ -158,6 +179,13 @@ recv_whole: Callable[[Any, Any, int], int]
 send_copy: Callable[[Any, int, bytes, int], Any]
 #: ``update_settle(delivery, state)``: give a local state and settle.
 update_settle: Callable[[Any, int], None]
+#: ``relay_whole(d, link, partner, buffer, n, max_tag) -> copy``: a complete
+#: transfer of a link-routed pair passed to the partner link with the same
+#: tag, both links moved on; NULL (nothing done) for a tag above ``max_tag``.
+relay_whole: Callable[[Any, Any, Any, Any, int, int], Any]
+#: ``pass_outcome(d, od, state)``: a routed copy's outcome given to the
+#: producer's delivery, both settled.
+pass_outcome: Callable[[Any, Any, int], None]
 #: The two arrays ``next_event`` fills.
 event_arrays: Callable[[], tuple[Any, Any]]
 
@@ -166,18 +194,24 @@ if _accel is not None:
     recv_whole = _accel.lib.hop_recv_whole
     send_copy = _accel.lib.hop_send_copy
     update_settle = _accel.lib.hop_update_settle
+    relay_whole = _accel.lib.hop_relay_whole
+    pass_outcome = _accel.lib.hop_pass_outcome
     event_arrays = _compiled_arrays
 else:
     next_event = _next_event
     recv_whole = _recv_whole
     send_copy = _send_copy
     update_settle = _update_settle
+    relay_whole = _relay_whole
+    pass_outcome = _pass_outcome
     event_arrays = _python_arrays
 
 #: The Python versions, whichever is in use (the tests compare the two).
 PYTHON: Final = {"next_event": _next_event, "recv_whole": _recv_whole,
                  "send_copy": _send_copy, "update_settle": _update_settle,
+                 "relay_whole": _relay_whole, "pass_outcome": _pass_outcome,
                  "event_arrays": _python_arrays}
 
 __all__ = ["ABORTED", "COMPILED", "PARTIAL", "PYTHON", "SETTLED", "event_arrays",
-           "next_event", "recv_whole", "send_copy", "update_settle"]
+           "next_event", "pass_outcome", "recv_whole", "relay_whole", "send_copy",
+           "update_settle"]

@@ -16,6 +16,9 @@ int hop_next_event(void *collector, int pop, void **ptrs, int64_t *ints);
 ssize_t hop_recv_whole(void *link, char *buffer, size_t n);
 void *hop_send_copy(void *link, uint64_t tag, const char *data, size_t n);
 void hop_update_settle(void *delivery, uint64_t state);
+void *hop_relay_whole(void *d, void *link, void *partner, char *buffer, size_t n,
+                      size_t max_tag);
+void hop_pass_outcome(void *d, void *od, uint64_t state);
 """
 
 ffibuilder = FFI()

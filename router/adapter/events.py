@@ -153,7 +153,7 @@ class Events:
                     elif type(link) is OutLink:
                         outcomes.outgoing(d, link, ints[1] & SETTLED, ints[2])
                     elif type(link) is RoutedEnd:
-                        self.relay.relay(d, link)
+                        self.relay.relay(d, link, ints[0], ints[1], ints[2])
                     else:
                         self._orphan(d)
                         self._touched(ptrs[0])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from router.adapter.accel import SETTLED, pass_outcome, relay_whole
 from router.adapter.outcomes import copy_disposition, settle_with
 from router.adapter.pending import Pending, ReceiveBuffer
 from router.adapter.pn import lib
@@ -35,7 +36,6 @@ pn_delivery_partial = lib.pn_delivery_partial
 pn_delivery_aborted = lib.pn_delivery_aborted
 pn_delivery_settled = lib.pn_delivery_settled
 pn_delivery_settle = lib.pn_delivery_settle
-pn_delivery_update = lib.pn_delivery_update
 pn_delivery_remote_state = lib.pn_delivery_remote_state
 pn_delivery_local_state = lib.pn_delivery_local_state
 pn_link_recv = lib.pn_link_recv
@@ -59,12 +59,37 @@ class Relay:
         self.oversized = pending.oversized
         self.buffer = buffer
 
-    def relay(self, d: Any, end: RoutedEnd) -> None:
-        """A PN_DELIVERY event on a routed link."""
+    def relay(self, d: Any, end: RoutedEnd, n: int, flags: int, state: int) -> None:
+        """A PN_DELIVERY event on a routed link, with its pending bytes, flags
+        and remote state as ``accel.next_event`` found them."""
         if end.receiving:
-            self._relay_transfer(d, end)
+            if not flags and n and state == 0 and d not in end.deliveries:
+                self._relay_whole(d, end, n)
+            else:
+                self._relay_transfer(d, end)
         else:
-            self._relay_disposition(d, end)
+            self._relay_disposition(d, end, flags & SETTLED, state)
+
+    def _relay_whole(self, d: Any, end: RoutedEnd, n: int) -> None:
+        """A new, complete, unsettled transfer with no state of its own: the
+        common case, passed on in one call."""
+        partner = end.partner
+        pair = end.pair
+        buffer = self.buffer
+        if partner is None or partner.handle is None or pair is None or not pair.open \
+                or n > end.max_size or n > buffer.size:
+            self._relay_transfer(d, end)  # refused, or too large: the general path
+            return
+        od = relay_whole(d, end.handle, partner.handle, buffer.cbuf, n, MAX_TAG)
+        if not od:
+            self._refuse(d, end, REJECTED, "amqp:invalid-field", "delivery tag length exceeded")
+            return
+        end.deliveries[d] = od
+        partner.deliveries[od] = d
+        end.delivered += 1
+        partner.delivered += 1
+        end.size = 0
+        self.dirty.add(partner.conn.handle)
 
     def _relay_transfer(self, d: Any, end: RoutedEnd) -> None:
         """A transfer (or an update of one) from the sender on ``end``."""
@@ -178,20 +203,22 @@ class Relay:
         settle_with(d, state, condition, description)
         self.dirty.add(end.conn.handle)
 
-    def _relay_disposition(self, od: Any, end: RoutedEnd) -> None:
-        """The receiver on ``end`` updated or settled a delivery the router sent."""
+    def _relay_disposition(self, od: Any, end: RoutedEnd, settled: int, state: int) -> None:
+        """The receiver on ``end`` updated or settled a delivery the router
+        sent (``state``: its remote state)."""
         d = end.deliveries.get(od)
-        settled = pn_delivery_settled(od)
         if d is None:
             if settled:
                 pn_delivery_settle(od)
             return
-        state = pn_delivery_remote_state(od)
-        if state:
-            if settled and state in (ACCEPTED, RELEASED):
-                pn_delivery_update(d, state)
-            elif state != pn_delivery_local_state(d):
+        if settled and state in (ACCEPTED, RELEASED):
+            pass_outcome(d, od, state)  # the common case: update and both settled
+        else:
+            if state and state != pn_delivery_local_state(d):
                 copy_disposition(d, od, state)
+            if settled:
+                pn_delivery_settle(d)
+                pn_delivery_settle(od)
         partner = end.partner
         if settled:
             index = OUTCOME_INDEX.get(state)
@@ -199,8 +226,6 @@ class Relay:
                 end.outcomes[index] += 1
                 if partner is not None:
                     partner.outcomes[index] += 1
-            pn_delivery_settle(d)
-            pn_delivery_settle(od)
             del end.deliveries[od]
             if partner is not None:
                 partner.deliveries.pop(d, None)

@@ -15,6 +15,7 @@ from router.adapter.pn import ffi, lib
 
 ACTIVE = {"next_event": accel.next_event, "recv_whole": accel.recv_whole,
           "send_copy": accel.send_copy, "update_settle": accel.update_settle,
+          "relay_whole": accel.relay_whole, "pass_outcome": accel.pass_outcome,
           "event_arrays": accel.event_arrays}
 IMPLEMENTATIONS = [pytest.param(accel.PYTHON, id="python")]
 if accel.COMPILED:
@@ -222,3 +223,47 @@ def test_update_settle_gives_the_producer_its_outcome(impl: dict[str, Any]) -> N
 
 def test_the_build_says_which_functions_are_in_use() -> None:
     assert (accel.next_event is accel.PYTHON["next_event"]) == (not accel.COMPILED)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_routed_transfer_is_passed_on_with_its_tag(impl: dict[str, Any]) -> None:
+    """A producer's link and a consumer's link of one connection stand for the
+    two links of a routed pair: the transfer goes from one to the other with
+    its tag and bytes, both links move on, and a tag longer than the limit
+    is left alone."""
+    pair = Pair(impl)
+    sender, rlink = _open_links(pair, client_sends=True)
+    receiver, slink = _open_links(pair, client_sends=False)
+    lib.pn_link_flow(rlink, 10)
+    receiver.flow(10)
+    pair.pump()
+    pair.drain()
+    produced = []
+    for tag in (b"t" * 8, b"long" * 9):
+        produced.append(sender.delivery(tag))
+        sender.send(BODY)
+        sender.advance()
+    pair.pump()
+    buffer = ffi.new("char[]", 1000)
+    (d1, _l1, (n1, f1, _s1)), (d2, _l2, (n2, _f2, _s2)) = pair.deliveries()
+    assert f1 == 0 and n1 == n2 == len(BODY)
+    od = impl["relay_whole"](d1, rlink, slink, buffer, n1, 32)
+    assert od and lib.pn_link_current(rlink) == d2 and lib.pn_link_current(slink) != od
+    assert not impl["relay_whole"](d2, rlink, slink, buffer, n2, 32)  # 36 bytes
+    assert lib.pn_link_current(rlink) == d2 and lib.pn_delivery_pending(d2) == n2
+    pair.pump()
+    got = receiver.current
+    assert got is not None and got.tag.encode("latin-1") == b"t" * 8
+    assert receiver.recv(got.pending) == BODY
+    receiver.advance()
+    got.update(Delivery.ACCEPTED)
+    got.settle()
+    pair.pump()
+    outcome = [(d, ints) for d, link, ints in pair.deliveries() if link == slink]
+    assert outcome and outcome[-1][1][1] & accel.SETTLED
+    assert outcome[-1][1][2] == lib.PN_ACCEPTED
+    assert not produced[0].settled
+    impl["pass_outcome"](d1, od, lib.PN_ACCEPTED)
+    pair.pump()
+    assert produced[0].remote_state == Delivery.ACCEPTED and produced[0].settled
+    assert not produced[1].settled
