@@ -1,4 +1,4 @@
-"""Building the C load generator (hop-send, hop-recv) with gcc.
+"""Building the C load generator (hop-send, hop-recv, hop-churn) with gcc.
 
 Debian's libqpid-proton11-dev provides the proton-C headers and library;
 ``ensure_build_deps`` installs it (and gcc) with apt-get when missing.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 LOADGEN = Path(__file__).parent / "loadgen"
 BUILD = Path(__file__).parent / "build"
-PROGRAMS = {"hop-send": ["send.c", "common.c"], "hop-recv": ["recv.c", "common.c"]}
+PROGRAMS = {"hop-send": ["send.c", "common.c"], "hop-recv": ["recv.c", "common.c"],
+            "hop-churn": ["churn.c", "common.c"]}
 APT_PACKAGES = ["gcc", "libqpid-proton11-dev"]
 
 

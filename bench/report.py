@@ -75,6 +75,8 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
         other = []
         if "connections" in s:
             other.append(f"{s['connections']:,.0f} connections")
+        if "router_us_per_connection" in s:
+            other.append(f"router {s['router_us_per_connection']:.0f} us CPU per connection")
         if "addresses" in s:
             other.append(f"{s['addresses']:,.0f} addresses")
         if "rss_mb" in s:

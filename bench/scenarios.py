@@ -57,6 +57,8 @@ class Scale:
     # Edge routers simulated under one interior (bench.sim.edges).
     sim_edges: int = 1000
     broker_count: int = 50_000
+    # Connections opened and closed by the churn scenario.
+    churn_connections: int = 10_000
     # Very large messages: their size and how many (bench.large).
     large_size: int = 100 * 2**20
     large_count: int = 3
@@ -66,8 +68,8 @@ class Scale:
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
               addresses=200, compare_addresses=100, mesh=3, edges=3, sim_routers=10, sim_grid=3,
-              sim_edges=50, broker_count=500, large_size=4 * 2**20, large_count=1, timeout=120.0,
-              start_timeout=120.0)
+              sim_edges=50, broker_count=500, churn_connections=100, large_size=4 * 2**20,
+              large_count=1, timeout=120.0, start_timeout=120.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -135,6 +137,29 @@ def _through_router(bins: dict[str, Path], scale: Scale, *, size: int, presettle
     return {"messages": n, "rate": rate, "sender_rate": sent["rate"], "dropped": n - got,
             "router_cpu_s_per_100k": cpu * 100_000 / n, "router_us_per_msg": cpu * 1e6 / n,
             "latency_us": received[0]["latency_us"]}
+
+
+def churn(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
+    """Connection churn: clients that connect, attach a sender, send one
+    unsettled message, wait for its outcome and close, 8 at a time, as fast
+    as they can (``hop-churn``); one consumer takes every message.  The rate
+    is connections per second."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = scale.churn_connections
+        with RouterProcess(router_conf(flavour=flavour), flavour=flavour) as router:
+            recv = start(_recv_args(bins, router.url, "churn", n))
+            time.sleep(0.3)  # attached: the clients get credit at once
+            cpu0 = router.cpu()
+            done = finish(start([str(bins["hop-churn"]), router.url, "churn",
+                                 "--connections", str(n), "--parallel", "8"]), scale.timeout)
+            received = finish(recv, scale.timeout)
+            cpu = router.cpu() - cpu0
+        if received["received"] != n or done["accepted"] != n:
+            raise RuntimeError(f"churn: {done['accepted']} accepted, {received['received']} "
+                               f"received of {n}")
+        return {"connections": n, "rate": done["rate"],
+                "router_us_per_connection": cpu * 1e6 / n, "latency_us": done["latency_us"]}
+    return run
 
 
 def direct(presettled: bool) -> Callable[[dict[str, Path], Scale], Record]:
@@ -308,6 +333,9 @@ SCENARIOS = [
              description="one router, 100 B, unsettled, every message accepted end to end"),
     Scenario(name="router-100-presettled", kind="throughput", run=one_router(100, True),
              description="one router, 100 B, pre-settled"),
+    Scenario(name="churn", kind="throughput", run=churn(),
+             description="one router, connection churn: connect, attach, send one message, "
+                         "get its outcome, close (8 clients at once; rate = connections/s)"),
     Scenario(name="router-100-tls", kind="throughput", run=one_router_tls(100),
              description="one router, 100 B, unsettled, both clients over TLS"),
     Scenario(name="router-64k-tls", kind="throughput", run=one_router_tls(65536),
@@ -520,6 +548,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:router-100", kind="throughput",
                  run=one_router(100, False, flavour),
                  description=f"{flavour.name}, one router, 100 B, unsettled"),
+        Scenario(name=f"{flavour.name}:churn", kind="throughput", run=churn(flavour),
+                 description=f"{flavour.name}, one router, connection churn "
+                             "(rate = connections/s)"),
         Scenario(name=f"{flavour.name}:router-100-tls", kind="throughput",
                  run=one_router_tls(100, flavour),
                  description=f"{flavour.name}, one router, 100 B, unsettled, over TLS"),
