@@ -42,10 +42,12 @@ static void (*delivery_settle)(void *);
 static hop_bytes_t (*delivery_tag)(void *);
 
 static int t_delivery, t_transport, t_link_flow;
+static uint64_t t_skipped; /* bit t: events of type t are consumed unseen */
 
 #define HOP_ACCEL_FUNCTIONS 18
 
-int hop_accel_init(void **f, int n, int delivery, int transport, int link_flow)
+int hop_accel_init(void **f, int n, int delivery, int transport, int link_flow,
+                   uint64_t skipped)
 {
     if (n != HOP_ACCEL_FUNCTIONS)
         return -1;
@@ -73,6 +75,7 @@ int hop_accel_init(void **f, int n, int delivery, int transport, int link_flow)
     t_delivery = delivery;
     t_transport = transport;
     t_link_flow = link_flow;
+    t_skipped = skipped;
     return 0;
 }
 
@@ -85,7 +88,7 @@ int hop_next_event(void *collector, int pop, void **ptrs, int64_t *ints)
         if (!e)
             return 0;
         int t = event_type(e);
-        if (t == t_transport) {
+        if (t == t_transport || (t >= 0 && t < 64 && (t_skipped >> t) & 1)) {
             collector_pop(collector);
             continue;
         }

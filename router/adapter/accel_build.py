@@ -11,7 +11,8 @@ from pathlib import Path
 from cffi import FFI
 
 CDEF = """
-int hop_accel_init(void **functions, int n, int delivery, int transport, int link_flow);
+int hop_accel_init(void **functions, int n, int delivery, int transport, int link_flow,
+                   uint64_t skipped);
 int hop_next_event(void *collector, int pop, void **ptrs, int64_t *ints);
 ssize_t hop_recv_whole(void *link, char *buffer, size_t n);
 void *hop_send_copy(void *link, uint64_t tag, const char *data, size_t n);

@@ -13,9 +13,10 @@ import string
 from typing import Any
 
 from proton import Connection as PnConnection
-from proton import Transport, symbol
+from proton import Data, Transport, symbol
 
 import router
+from router.adapter.pn import lib
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.core import Connection, Role
 from router.core.reconnect import AcceptBackoff, Endpoint, Failover
@@ -134,10 +135,12 @@ def offered_capabilities(conn: Conn) -> list[Any]:
     return symbols("ANONYMOUS-RELAY", STREAMING_LINKS)
 
 
-def open_properties(conn: Conn) -> dict[Any, Any]:
-    """OPEN properties as qdrouterd sends them (docs/networks.md#inter-router-connections)."""
-    props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__,
-                             symbol("qd.conn-id"): conn.core.conn_id}
+def open_properties(conn: Conn, conn_id: bool = True) -> dict[Any, Any]:
+    """OPEN properties as qdrouterd sends them (docs/networks.md#inter-router-connections);
+    without ``qd.conn-id`` when ``conn_id`` is false."""
+    props: dict[Any, Any] = {symbol("product"): "hop", symbol("version"): router.__version__}
+    if conn_id:
+        props[symbol("qd.conn-id")] = conn.core.conn_id
     failover = conn.settings.failover if isinstance(conn.settings, ListenerSettings) else ()
     if failover:
         # An entry has a scheme only where the listener's failoverUrls gave
@@ -158,6 +161,63 @@ def open_properties(conn: Conn) -> dict[Any, Any]:
         for key, value in configured.items():
             props[symbol(key)] = value
     return props
+
+
+def _encoded(value: Any) -> bytes:
+    data = Data()
+    data.put_object(value)
+    return bytes(data.encode())
+
+
+_CAPABILITIES: bytes | None = None
+# The encoded entries of the OPEN properties but the connection's id, and
+# their number, by the listener's or connector's settings (kept with them:
+# an id is only reused once its object is gone) and the connection's role.
+_PROPERTIES: dict[tuple[int, Role], tuple[Any, bytes, int]] = {}
+_CONN_ID_KEY = _encoded(symbol("qd.conn-id"))
+
+
+def _map_entries(encoded: bytes) -> tuple[bytes, int]:
+    """The entries of an encoded map (map8 or map32) and their count (keys and
+    values both counted, as AMQP does)."""
+    if encoded[0] == 0xC1:
+        return encoded[3:], encoded[2]
+    if encoded[0] == 0xD1:
+        return encoded[9:], int.from_bytes(encoded[5:9], "big")
+    raise ValueError(f"not an encoded map: {encoded[:1].hex()}")
+
+
+def open_connection(conn: Conn, container: bytes) -> None:
+    """Send the router's OPEN on ``conn``: its container id, capabilities and
+    properties (``offered_capabilities``, ``open_properties``) put into the
+    connection encoded, instead of through the binding's wrapper classes,
+    which cost a connection tens of microseconds (docs/performance.md#connection-churn).
+    Everything but the connection's id is encoded once per listener or
+    connector."""
+    global _CAPABILITIES
+    cptr = conn.cptr
+    lib.pn_connection_set_container(cptr, container)
+    caps = _CAPABILITIES
+    if caps is None:
+        caps = _CAPABILITIES = _encoded(offered_capabilities(conn))
+    lib.pn_data_decode(lib.pn_connection_offered_capabilities(cptr), caps, len(caps))
+    lib.pn_data_decode(lib.pn_connection_desired_capabilities(cptr), caps, len(caps))
+    settings = conn.settings
+    key = (id(settings), conn.core.role)
+    known = _PROPERTIES.get(key)
+    if known is None or known[0] is not settings:
+        if len(_PROPERTIES) >= 1024:
+            _PROPERTIES.clear()
+        known = _PROPERTIES[key] = (settings, *_map_entries(
+            _encoded(open_properties(conn, conn_id=False))))
+    _settings, entries, count = known
+    conn_id = conn.core.conn_id
+    value = b"\x55" + conn_id.to_bytes(1, "big", signed=True) if -128 <= conn_id < 128 \
+        else b"\x81" + conn_id.to_bytes(8, "big", signed=True)
+    body = _CONN_ID_KEY + value + entries
+    props = b"\xd1" + (len(body) + 4).to_bytes(4, "big") + (count + 2).to_bytes(4, "big") + body
+    lib.pn_data_decode(lib.pn_connection_properties(cptr), props, len(props))
+    lib.pn_connection_open(cptr)
 
 
 def failover_server_list(properties: object) -> list[Endpoint] | None:
@@ -189,5 +249,6 @@ def token(length: int = 15) -> str:
     return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
 
 
-__all__ = ["Conn", "Connector", "Listener", "Settings", "failover_server_list", "open_properties",
+__all__ = ["Conn", "Connector", "Listener", "Settings", "failover_server_list", "open_connection",
+           "open_properties",
            "symbols", "token"]

@@ -42,6 +42,16 @@ policy_log = log.getChild("policy")
 
 PN_DELIVERY: Final = lib.PN_DELIVERY
 PN_LINK_FLOW: Final = lib.PN_LINK_FLOW
+PN_CONNECTION_REMOTE_CLOSE: Final = lib.PN_CONNECTION_REMOTE_CLOSE
+PN_CONNECTION_REMOTE_OPEN: Final = lib.PN_CONNECTION_REMOTE_OPEN
+PN_LINK_REMOTE_CLOSE: Final = lib.PN_LINK_REMOTE_CLOSE
+PN_LINK_REMOTE_DETACH: Final = lib.PN_LINK_REMOTE_DETACH
+PN_LINK_REMOTE_OPEN: Final = lib.PN_LINK_REMOTE_OPEN
+PN_LOCAL_ACTIVE: Final = lib.PN_LOCAL_ACTIVE
+PN_SESSION_REMOTE_CLOSE: Final = lib.PN_SESSION_REMOTE_CLOSE
+PN_SESSION_REMOTE_OPEN: Final = lib.PN_SESSION_REMOTE_OPEN
+PN_TRANSPORT_CLOSED: Final = lib.PN_TRANSPORT_CLOSED
+PN_TRANSPORT_ERROR: Final = lib.PN_TRANSPORT_ERROR
 
 
 class Events:
@@ -188,29 +198,29 @@ class Events:
         """A connection, session, link or transport event (set-up, not per message)."""
         self._touched(e)
         apply = self.effects.apply
-        if t == lib.PN_CONNECTION_REMOTE_OPEN:
+        if t == PN_CONNECTION_REMOTE_OPEN:
             apply(self.opening.connection_opened(lib.pn_event_connection(e)))
-        elif t == lib.PN_SESSION_REMOTE_OPEN:
+        elif t == PN_SESSION_REMOTE_OPEN:
             self.opening.session_opened(lib.pn_event_session(e))
-        elif t == lib.PN_LINK_REMOTE_OPEN:
+        elif t == PN_LINK_REMOTE_OPEN:
             apply(self.attaching.link_opened(lib.pn_event_link(e)))
-        elif t in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+        elif t in (PN_LINK_REMOTE_CLOSE, PN_LINK_REMOTE_DETACH):
             lptr = lib.pn_event_link(e)
             apply(self.attaching.link_lost(lptr, "Link detached"))
             self.attaching.answer_detach(lptr)
-        elif t == lib.PN_SESSION_REMOTE_CLOSE:
+        elif t == PN_SESSION_REMOTE_CLOSE:
             ssn = lib.pn_event_session(e)
             for lptr in self.attaching.links_in(ssn):
                 apply(self.attaching.link_lost(lptr, "Link lost", answerable=False))
-            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
+            if lib.pn_session_state(ssn) & PN_LOCAL_ACTIVE:
                 lib.pn_session_close(ssn)
-        elif t == lib.PN_CONNECTION_REMOTE_CLOSE:
+        elif t == PN_CONNECTION_REMOTE_CLOSE:
             cptr = lib.pn_event_connection(e)
-            if lib.pn_connection_state(cptr) & lib.PN_LOCAL_ACTIVE:
+            if lib.pn_connection_state(cptr) & PN_LOCAL_ACTIVE:
                 lib.pn_connection_close(cptr)
-        elif t == lib.PN_TRANSPORT_ERROR:
+        elif t == PN_TRANSPORT_ERROR:
             self.opening.transport_failed(lib.pn_event_transport(e))
-        elif t == lib.PN_TRANSPORT_CLOSED:
+        elif t == PN_TRANSPORT_CLOSED:
             conn = self.transports.by_transport.get(lib.pn_event_transport(e))
             if conn is not None:
                 self.dirty.add(conn)

@@ -19,8 +19,7 @@ from router.adapter.connections import (
     STREAMING_LINKS,
     Conn,
     failover_server_list,
-    offered_capabilities,
-    open_properties,
+    open_connection,
     peer_offers,
     token,
 )
@@ -64,6 +63,7 @@ class Opening:
                  by_transport: dict[Any, Conn], clock: Callable[[], float]) -> None:
         self.router = router
         self.router_id = router_id
+        self.container = router_id.encode()
         self.policy = policy
         self.tls_profiles = tls_profiles
         self.by_connection = by_connection
@@ -98,13 +98,9 @@ class Opening:
             connector.message = (f"[C{core.conn_id}] Connection Opened: dir=out "
                                  f"host={connector.address}")
         if conn.connector is None:
-            pn_conn.container = self.router_id
-            pn_conn.offered_capabilities = offered_capabilities(conn)
-            pn_conn.desired_capabilities = offered_capabilities(conn)
-            pn_conn.properties = open_properties(conn)
             # Admitted before the OPEN goes out: policy may lower its limits.
             denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)
-            pn_conn.open()
+            open_connection(conn, self.container)
             if denied is not None:
                 _refuse(cptr, denied)
                 return []

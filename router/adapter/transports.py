@@ -27,8 +27,7 @@ from router.adapter.connections import (
     Conn,
     Connector,
     Settings,
-    offered_capabilities,
-    open_properties,
+    open_connection,
 )
 from router.adapter.endpoints import set_condition
 from router.adapter.loop import READ, WRITE, EventLoop
@@ -129,12 +128,8 @@ class Transports:
         self.loop.add(conn.fd, READ, self.ready)
         if connector is not None:
             connector.conn = conn
-            pn_conn.container = self.router_id
             pn_conn.hostname = connector.failover.current.host
-            pn_conn.offered_capabilities = offered_capabilities(conn)
-            pn_conn.desired_capabilities = offered_capabilities(conn)
-            pn_conn.properties = open_properties(conn)
-            pn_conn.open()
+            open_connection(conn, self.router_id.encode())
             self.dirty.add(conn)
         self.tick_one(conn, self.clock())
         return conn

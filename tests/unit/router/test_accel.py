@@ -267,3 +267,29 @@ def test_a_routed_transfer_is_passed_on_with_its_tag(impl: dict[str, Any]) -> No
     pair.pump()
     assert produced[0].remote_state == Delivery.ACCEPTED and produced[0].settled
     assert not produced[1].settled
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_endpoint_life_events_and_transport_events_are_not_returned(
+        impl: dict[str, Any]) -> None:
+    """INIT, BOUND, UNBOUND and FINAL events carry nothing from the peer, and
+    PN_TRANSPORT only says there is output: none reaches the dispatcher,
+    while the peer's opens and closes do."""
+    pair = Pair(impl)
+    seen = set()
+    ssn = pair.client.session()
+    ssn.open()
+    link = ssn.sender("s")
+    link.open()
+    pair.pump()
+    for t, _d, _link, _ints in pair.events():
+        seen.add(t)
+        if t == lib.PN_LINK_REMOTE_OPEN:
+            lib.pn_link_close(lib.pn_event_link(pair.ptrs[0]))
+    link.close()
+    pair.client.close()
+    pair.pump()
+    seen.update(t for t, _d, _link, _ints in pair.events())
+    assert lib.PN_LINK_REMOTE_OPEN in seen and lib.PN_CONNECTION_REMOTE_CLOSE in seen
+    assert lib.PN_LINK_REMOTE_CLOSE in seen
+    assert not seen & (accel.SKIPPED | {lib.PN_TRANSPORT})
