@@ -457,6 +457,53 @@ def line3(presettled: bool = False,
     return run
 
 
+def flows(routers: int, cross: bool = False,
+          flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
+    """Two independent flows (a sender and a receiver each, their own
+    address, 100 B unsettled) at once, through one router or through two
+    routers joined as a local network (docs/scaling.md): each flow's clients
+    on one router, or with ``cross`` each flow's sender on one router and its
+    receiver on the other.  The rate is both flows' messages over the time
+    from the first send to the last arrival; CPU per message is all routers'
+    CPU over all messages."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = scale.count
+        links: list[list[int]] = [[]] if routers == 1 else [[], [0]]
+        with _Network(links, flavour) as net:
+            if routers > 1:
+                _wait_converged(net.routers, scale.timeout)
+            ports = [r.ports[0] for r in net.routers]
+            recvs = [start(_recv_args(bins, f"127.0.0.1:{ports[i % routers]}", f"flow{i}", n))
+                     for i in range(2)]
+            time.sleep(2.5 if cross else 0.5)  # addresses known where the senders are
+            cpu0 = [r.cpu() for r in net.routers]
+            senders = [start(_send_args(bins, f"127.0.0.1:{ports[(i + cross) % routers]}",
+                                        f"flow{i}", n, 100, False)) for i in range(2)]
+            sent = [finish(p, scale.timeout) for p in senders]
+            received = [finish(p, scale.timeout) for p in recvs]
+            cpu = [r.cpu() - c for r, c in zip(net.routers, cpu0, strict=True)]
+        for one_sent, one_received in zip(sent, received, strict=True):
+            _check(one_sent, [one_received], n, False)
+        seconds = (max(r["end_ns"] for r in received) - min(s["start_ns"] for s in sent)) / 1e9
+        return {"messages": 2 * n, "rate": 2 * n / seconds,
+                "router_cpu_s_per_100k": sum(cpu) * 100_000 / (2 * n),
+                "router_us_per_msg": sum(cpu) * 1e6 / (2 * n),
+                "busiest_router_cpu_share": max(cpu) / seconds,
+                "latency_us": received[0]["latency_us"]}
+    return run
+
+
+SCENARIOS += [
+    Scenario(name="flows2-1router", kind="throughput", run=flows(1),
+             description="two flows of 100 B at once through one router (docs/scaling.md)"),
+    Scenario(name="flows2-2routers", kind="throughput", run=flows(2),
+             description="two flows, two routers as one local network, each flow on one"),
+    Scenario(name="flows2-2routers-cross", kind="throughput", run=flows(2, cross=True),
+             description="two flows, two routers, each flow's sender on one and receiver on "
+                         "the other"),
+]
+
+
 def line3_latency(rate: int,
                   flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
@@ -548,6 +595,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:router-100", kind="throughput",
                  run=one_router(100, False, flavour),
                  description=f"{flavour.name}, one router, 100 B, unsettled"),
+        Scenario(name=f"{flavour.name}:flows2-1router", kind="throughput",
+                 run=flows(1, flavour=flavour),
+                 description=f"{flavour.name}, two flows at once through one router"),
         Scenario(name=f"{flavour.name}:churn", kind="throughput", run=churn(flavour),
                  description=f"{flavour.name}, one router, connection churn "
                              "(rate = connections/s)"),
