@@ -105,6 +105,15 @@ def _open_links(pair: Pair, client_sends: bool) -> tuple[Link, Any]:
     return link, server_link
 
 
+def _producer(pair: Pair) -> tuple[Link, Any]:
+    """A client sender and the router's receiving end of it, with credit."""
+    sender, rlink = _open_links(pair, client_sends=True)
+    lib.pn_link_flow(rlink, 10)
+    pair.pump()
+    pair.drain()
+    return sender, rlink
+
+
 def _tag(n: int) -> bytes:
     return n.to_bytes(8, "little")
 
@@ -112,10 +121,7 @@ def _tag(n: int) -> bytes:
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_a_whole_message_is_read_once_and_the_link_moves_on(impl: dict[str, Any]) -> None:
     pair = Pair(impl)
-    sender, rlink = _open_links(pair, client_sends=True)
-    lib.pn_link_flow(rlink, 10)
-    pair.pump()
-    pair.drain()
+    sender, rlink = _producer(pair)
     for i, settled in enumerate((False, True)):
         d = sender.delivery(_tag(i))
         sender.send(BODY)
@@ -140,10 +146,7 @@ def test_a_whole_message_is_read_once_and_the_link_moves_on(impl: dict[str, Any]
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_a_message_in_several_frames_is_partial_until_its_last(impl: dict[str, Any]) -> None:
     pair = Pair(impl, max_frame=512)
-    sender, rlink = _open_links(pair, client_sends=True)
-    lib.pn_link_flow(rlink, 10)
-    pair.pump()
-    pair.drain()
+    sender, _rlink = _producer(pair)
     big = Message(body=b"y" * 5000).encode()
     sender.delivery(_tag(1))
     sender.send(big[:3000])
@@ -161,10 +164,7 @@ def test_a_message_in_several_frames_is_partial_until_its_last(impl: dict[str, A
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_an_aborted_transfer_is_settled_and_aborted(impl: dict[str, Any]) -> None:
     pair = Pair(impl, max_frame=512)
-    sender, rlink = _open_links(pair, client_sends=True)
-    lib.pn_link_flow(rlink, 10)
-    pair.pump()
-    pair.drain()
+    sender, _rlink = _producer(pair)
     d = sender.delivery(_tag(1))
     sender.send(b"z" * 2000)
     pair.pump()
@@ -206,10 +206,7 @@ def test_a_copy_sent_arrives_whole_and_its_outcome_comes_back(impl: dict[str, An
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_update_settle_gives_the_producer_its_outcome(impl: dict[str, Any]) -> None:
     pair = Pair(impl)
-    sender, rlink = _open_links(pair, client_sends=True)
-    lib.pn_link_flow(rlink, 10)
-    pair.pump()
-    pair.drain()
+    sender, rlink = _producer(pair)
     d = sender.delivery(_tag(1))
     sender.send(BODY)
     sender.advance()
