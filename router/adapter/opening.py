@@ -45,6 +45,11 @@ server_log = log.getChild("server")
 router_log = log.getChild("router")
 
 
+def _mech(conn: Conn) -> str | None:
+    """The SASL mechanism the peer chose."""
+    return to_str(lib.pn_sasl_get_mech(lib.pn_sasl(conn.tptr)))
+
+
 class Opening:
     """Connection and session opening.
 
@@ -111,12 +116,14 @@ class Opening:
             if denied is not None:
                 _refuse(cptr, denied)
                 return []
-        t = conn.transport
-        log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
-                 "container_id=%s role=%s", core.conn_id,
-                 "out" if conn.connector else "in", conn.peer,
-                 "yes" if t.encrypted else "no", "yes" if t.authenticated else "no",
-                 conn.user or "anonymous", core.container_id, core.role.value)
+        if log.isEnabledFor(logging.INFO):
+            tptr = conn.tptr
+            log.info("[C%d] Connection Opened: dir=%s host=%s encrypted=%s auth=%s user=%s "
+                     "container_id=%s role=%s", core.conn_id,
+                     "out" if conn.connector else "in", conn.peer,
+                     "yes" if lib.pn_transport_is_encrypted(tptr) else "no",
+                     "yes" if lib.pn_transport_is_authenticated(tptr) else "no",
+                     conn.user or "anonymous", core.container_id, core.role.value)
         if core.role in (Role.INTER_ROUTER, Role.EDGE):
             remote = pn_conn.remote_properties
             version = remote.get("qd.annotations-version") if isinstance(remote, dict) else None
@@ -127,24 +134,23 @@ class Opening:
     def _user_of(self, conn: Conn) -> str | None:
         """The peer's user: with EXTERNAL over TLS and a listener profile
         with ``uidFormat``, the one its certificate makes; else SASL's."""
-        t = conn.transport
-        if conn.ssl is not None and conn.connector is None and t.sasl().mech == "EXTERNAL":
+        if conn.ssl is not None and conn.connector is None and _mech(conn) == "EXTERNAL":
             section = conn.settings.section
             profile = self.tls_profiles.get(section.ssl_profile) if section is not None \
                 else None
             user = profile.user_of(conn.ssl) if profile is not None else None
             if user is not None:
                 return user
-        return t.user  # type: ignore[no-any-return]
+        return to_str(lib.pn_transport_get_user(conn.tptr))
 
     def _admit(self, conn: Conn, cptr: Any) -> Denied | None:
         """Vhost policy for a client's OPEN, before the router's OPEN is sent:
         admitted, the group's frame size and session count go into that OPEN."""
-        t = conn.transport
-        mech = t.sasl().mech
+        mech = _mech(conn)
         grant = self.policy.open(hostname=to_str(lib.pn_connection_remote_hostname(cptr)),
                                  user=conn.user, host=conn.peer.rsplit(":", 1)[0].strip("[]"),
-                                 authenticated=bool(t.authenticated and conn.user
+                                 authenticated=bool(lib.pn_transport_is_authenticated(conn.tptr)
+                                                    and conn.user
                                                     and mech not in (None, "ANONYMOUS")),
                                  forced_vhost=conn.settings.policy_vhost)
         conn.grant = grant  # refused: its links are not served

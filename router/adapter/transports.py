@@ -19,7 +19,7 @@ import select
 import socket
 from typing import Any, Final
 
-from proton import SASL, SSL, Transport
+from proton import SSL, Transport
 from proton import Connection as PnConnection
 
 from router.adapter import tracing
@@ -90,22 +90,26 @@ class Transports:
                           strip_out=s.strip_out, name=s.name)
         core.logged_fields = s.logged_fields
         transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
-        transport.max_frame_size = s.max_frame_size
-        transport.channel_max = s.max_sessions - 1
+        # Set up on the raw pointers: the binding's wrapper attributes cost
+        # a churning client tens of microseconds (docs/performance.md#connection-churn).
+        tptr = transport._impl
+        lib.pn_transport_set_max_frame(tptr, s.max_frame_size)
+        lib.pn_transport_set_channel_max(tptr, s.max_sessions - 1)
         if s.idle_timeout_s:
-            transport.idle_timeout = float(s.idle_timeout_s)
-        sasl: SASL = transport.sasl()
-        sasl.allowed_mechs(s.sasl_mechanisms)
+            lib.pn_transport_set_idle_timeout(tptr, s.idle_timeout_s * 1000)
+        sasl = lib.pn_sasl(tptr)
+        lib.pn_sasl_allowed_mechs(sasl, s.sasl_mechanisms.encode())
         if isinstance(s, ListenerSettings):
-            transport.require_auth(s.authenticate_peer)
+            lib.pn_transport_require_auth(tptr, s.authenticate_peer)
             if s.require_encryption:
-                transport.require_encryption(True)
-            sasl.allow_insecure_mechs = s.allow_insecure_mechanisms
+                lib.pn_transport_require_encryption(tptr, True)
+            lib.pn_sasl_set_allow_insecure_mechs(sasl, s.allow_insecure_mechanisms)
             if s.sasl_config_dir is not None:
-                sasl.config_path(s.sasl_config_dir)
-            sasl.config_name(s.sasl_config_name)
+                lib.pn_sasl_config_path(sasl, s.sasl_config_dir.encode())
+            lib.pn_sasl_config_name(sasl, s.sasl_config_name.encode())
         else:
-            sasl.allow_insecure_mechs = True  # the conf chose to send these credentials
+            # The conf chose to send these credentials.
+            lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
         ssl = None
         if s.tls is not None:
             ssl = SSL(transport, s.tls)
