@@ -252,7 +252,8 @@ class Attaching:
             # nothing is left to answer.
             links.pop(lptr)
             return []
-        log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
+        if log.isEnabledFor(logging.INFO):
+            log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
         if isinstance(link, RoutedEnd):
             routed = self.router.routed_detached(link, remote_detach(lptr))
             if answerable and link.answer_awaited:

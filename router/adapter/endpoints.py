@@ -296,10 +296,11 @@ def attach(router: Router, conn: Connection, lptr: Any, *, cost: int = 1, now: f
         lib.pn_terminus_set_address(local, decision.address.encode())
     lib.pn_link_open(lptr)
     direction = "in" if isinstance(decision, IncomingAccepted) else "out"
-    log.info("[%r][L%d] Link attached: dir=%s source=%s target=%s", conn,
-             decision.link.link_id, direction,
-             describe_terminus(lib.pn_link_source(lptr)),
-             describe_terminus(lib.pn_link_target(lptr)))
+    if log.isEnabledFor(logging.INFO):
+        log.info("[%r][L%d] Link attached: dir=%s source=%s target=%s", conn,
+                 decision.link.link_id, direction,
+                 describe_terminus(lib.pn_link_source(lptr)),
+                 describe_terminus(lib.pn_link_target(lptr)))
     return decision, effects
 
 

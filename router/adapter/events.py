@@ -276,8 +276,9 @@ class Events:
             if lptr is not None:
                 self.links.table.pop(lptr, None)
                 self.links.forget(link)
-                log.info("[%r][L%d] Link closed due to connection loss: %s", core,
-                         link.link_id, describe_counters(link))
+                if log.isEnabledFor(logging.INFO):
+                    log.info("[%r][L%d] Link closed due to connection loss: %s", core,
+                             link.link_id, describe_counters(link))
         self.own.connection_lost(conn)
         if conn.connector is None:
             self.policy.socket_closed()
