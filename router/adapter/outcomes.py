@@ -34,7 +34,6 @@ from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMI
 
 log = logging.getLogger(__name__)
 
-pn_delivery_settled: Final = lib.pn_delivery_settled
 pn_delivery_settle: Final = lib.pn_delivery_settle
 pn_delivery_update: Final = lib.pn_delivery_update
 pn_delivery_remote_state: Final = lib.pn_delivery_remote_state
