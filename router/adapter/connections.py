@@ -12,11 +12,10 @@ import socket
 import string
 from typing import Any
 
-from proton import Connection as PnConnection
 from proton import Data, Transport, symbol
 
 import router
-from router.adapter.pn import lib
+from router.adapter.pn import decoded, lib
 from router.adapter.settings import ConnectorSettings, ListenerSettings
 from router.core import Connection, Role
 from router.core.reconnect import AcceptBackoff, Endpoint, Failover
@@ -62,15 +61,22 @@ Settings = ListenerSettings | ConnectorSettings
 
 
 class Conn:
-    """One socket with its proton transport and connection."""
+    """One socket with its proton transport and connection.
+
+    The transport and connection are held as raw pointers (``tptr``,
+    ``cptr``): the binding's wrapper objects cost every connection time to
+    make and memory while it stays (docs/performance.md#connection-churn).
+    ``transport`` makes a wrapper when one is needed (TLS, frame tracing);
+    ``free`` gives both back to proton when the connection is released.
+    """
 
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
                  "holds", "opened",
-                 "peer", "pn_conn", "protocol_trace", "settings", "sock", "ssl", "started",
-                 "tptr", "tracing", "transport", "user", "want_write")
+                 "peer", "protocol_trace", "settings", "sock", "ssl", "started",
+                 "tptr", "tracing", "user", "want_write")
 
     def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
-                 transport: Transport, pn_conn: PnConnection, peer: str, now: float,
+                 tptr: Any, cptr: Any, peer: str, now: float,
                  connector: Connector | None = None) -> None:
         self.sock = sock
         self.fd = sock.fileno()
@@ -78,7 +84,6 @@ class Conn:
         self.settings = settings
         self.connector = connector
         self.cost = settings.cost
-        self.transport = transport
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
         #: Who the peer is, once it opened: the SASL user, or for EXTERNAL the
@@ -87,9 +92,10 @@ class Conn:
         #: What policy admitted this client connection to (None: not checked,
         #: or refused: then ``denied``).
         self.grant: Any = None
-        self.pn_conn = pn_conn
-        self.tptr = transport._impl
-        self.cptr = pn_conn._impl
+        #: The ``pn_transport_t`` and ``pn_connection_t``, each with the one
+        #: reference this record holds.
+        self.tptr = tptr
+        self.cptr = cptr
         self.peer = peer
         self.want_write = False
         self.closed = False
@@ -107,6 +113,18 @@ class Conn:
         #: while any, the socket is not read (``router.adapter.forwarder``).
         self.holds = 0
 
+    @property
+    def transport(self) -> Transport:
+        """The binding's wrapper of the transport, made on demand."""
+        return Transport.wrap(self.tptr)
+
+    def free(self) -> None:
+        """Unbind the transport and drop this record's references to it and
+        to the connection (proton frees each once no event holds it)."""
+        lib.pn_transport_unbind(self.tptr)
+        lib.pn_decref(self.tptr)
+        lib.pn_decref(self.cptr)
+
 
 def symbols(*names: str) -> list[Any]:
     return [symbol(n) for n in names]
@@ -117,9 +135,15 @@ def symbols(*names: str) -> list[Any]:
 STREAMING_LINKS = "qd.streaming-links"
 
 
-def peer_offers(pn_conn: Any, capability: str) -> bool:
+def remote_properties(conn: Conn) -> dict[Any, Any]:
+    """The properties of the peer's OPEN (``{}`` when it sent none)."""
+    props = decoded(lib.pn_connection_remote_properties(conn.cptr))
+    return props if isinstance(props, dict) else {}
+
+
+def peer_offers(conn: Conn, capability: str) -> bool:
     """Whether the peer's OPEN offered ``capability`` (one symbol or an array)."""
-    offered = pn_conn.remote_offered_capabilities
+    offered = decoded(lib.pn_connection_remote_offered_capabilities(conn.cptr))
     if offered is None:
         return False
     values = getattr(offered, "elements", offered)
@@ -251,4 +275,4 @@ def token(length: int = 15) -> str:
 
 __all__ = ["Conn", "Connector", "Listener", "Settings", "failover_server_list", "open_connection",
            "open_properties",
-           "symbols", "token"]
+           "peer_offers", "remote_properties", "symbols", "token"]

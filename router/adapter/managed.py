@@ -18,7 +18,7 @@ import conf
 from router import logs
 from router.adapter import tracing
 from router.adapter.certificates import Certificates
-from router.adapter.connections import Connector, Listener
+from router.adapter.connections import Conn, Connector, Listener, remote_properties
 from router.adapter.links import sample_credit
 from router.adapter.peergroup import PeerGroup
 from router.adapter.pn import lib, to_str
@@ -91,9 +91,7 @@ class Connections(ReadOnly):
                 # answer: as in qdrouterd, no longer listed.
                 continue
             cptr = conn.cptr
-            transport = conn.transport
-            sasl = transport.sasl()
-            mech = sasl.mech if conn.opened else None
+            mech = to_str(lib.pn_sasl_get_mech(lib.pn_sasl(conn.tptr))) if conn.opened else None
             user = conn.user if conn.opened else None
             container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
             encrypted = bool(conn.opened and lib.pn_transport_is_encrypted(conn.tptr))
@@ -119,7 +117,7 @@ class Connections(ReadOnly):
                 tenant=conn.core.tenant,
                 uptimeSeconds=int(now - conn.started),
                 lastDlvSeconds=conn.core.last_delivery_seconds(now),
-                properties=_remote_properties(conn.pn_conn) if conn.opened else {},
+                properties=_remote_properties(conn) if conn.opened else {},
                 active=self._active(conn.core),
             )
             rows.append({"identity": str(conn.core.conn_id), "name": f"connection/{conn.peer}",
@@ -176,11 +174,9 @@ def _refuse_role(conf_name: str, mode: conf.RouterMode, attributes: dict[str, ob
         raise ManagementError(400, problem)
 
 
-def _remote_properties(pn_conn: object) -> dict[str, object]:
+def _remote_properties(conn: Conn) -> dict[str, object]:
     """The peer's OPEN properties, keys as text (a management row holds no symbols)."""
-    props = getattr(pn_conn, "remote_properties", None)
-    if not isinstance(props, dict):
-        return {}
+    props = remote_properties(conn)
     return {str(k): v if isinstance(v, str | int | float | bool) or v is None else str(v)
             for k, v in props.items()}
 

@@ -21,6 +21,7 @@ from router.adapter.connections import (
     failover_server_list,
     open_connection,
     peer_offers,
+    remote_properties,
     token,
 )
 from router.adapter.endpoints import (
@@ -84,20 +85,18 @@ class Opening:
         conn.user = self._user_of(conn)
         core = conn.core
         core.container_id = to_str(lib.pn_connection_remote_container(cptr)) or ""
-        pn_conn = conn.pn_conn
         if core.role is Role.INTER_ROUTER or core.role is Role.EDGE:
-            core.streaming_links = peer_offers(pn_conn, STREAMING_LINKS)
+            core.streaming_links = peer_offers(conn, STREAMING_LINKS)
         if core.role is Role.INTER_ROUTER:
             # The connection's cost is the larger of both sides'
             # (docs/networks.md#inter-router-connections).
-            props = pn_conn.remote_properties or {}
-            peer_cost = props.get("qd.inter-router-cost")
+            peer_cost = remote_properties(conn).get("qd.inter-router-cost")
             if isinstance(peer_cost, int) and peer_cost > conn.cost:
                 conn.cost = peer_cost
         connector = conn.connector
         if connector is not None:
             connector.failures = 0
-            announced = failover_server_list(pn_conn.remote_properties)
+            announced = failover_server_list(remote_properties(conn))
             if announced is not None:
                 connector.failover.learn(announced)
             connector.message = (f"[C{core.conn_id}] Connection Opened: dir=out "
@@ -125,8 +124,7 @@ class Opening:
                      "yes" if lib.pn_transport_is_authenticated(tptr) else "no",
                      conn.user or "anonymous", core.container_id, core.role.value)
         if core.role in (Role.INTER_ROUTER, Role.EDGE):
-            remote = pn_conn.remote_properties
-            version = remote.get("qd.annotations-version") if isinstance(remote, dict) else None
+            version = remote_properties(conn).get("qd.annotations-version")
             if version is not None:
                 router_log.debug("Remote router annotations version: %s", version)
         return self.router.connection_opened(core, self.clock())

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from cproton_ffi import ffi, lib
+from proton._data import dat2obj
 
-__all__ = ["NULL", "ffi", "lib", "pn_bytes", "to_str"]
+__all__ = ["NULL", "decoded", "ffi", "lib", "pn_bytes", "to_str"]
 
 NULL: Any = ffi.NULL
 
@@ -27,3 +28,9 @@ def to_str(ptr: Any) -> str | None:
 def pn_bytes(data: bytes) -> Any:
     """A ``pn_bytes_t`` value for ``data`` (the caller keeps ``data`` alive)."""
     return ffi.new("pn_bytes_t*", (len(data), ffi.from_buffer(data)))[0]
+
+
+def decoded(data: Any) -> Any:
+    """The value a ``pn_data_t`` holds (a remote OPEN's properties or
+    capabilities), as Python objects; ``None`` when it is empty."""
+    return dat2obj(data)

@@ -20,7 +20,6 @@ import socket
 from typing import Any, Final
 
 from proton import SSL, Transport
-from proton import Connection as PnConnection
 
 from router.adapter import tracing
 from router.adapter.connections import (
@@ -89,10 +88,12 @@ class Transports:
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
                           strip_out=s.strip_out, name=s.name)
         core.logged_fields = s.logged_fields
-        transport = Transport(Transport.CLIENT if connector else Transport.SERVER)
-        # Set up on the raw pointers: the binding's wrapper attributes cost
-        # a churning client tens of microseconds (docs/performance.md#connection-churn).
-        tptr = transport._impl
+        # Made and set up on the raw pointers: the binding's wrapper objects
+        # cost a churning client tens of microseconds, and every idle
+        # connection their memory (docs/performance.md#connection-churn).
+        tptr = lib.pn_transport()
+        if connector is None:
+            lib.pn_transport_set_server(tptr)
         lib.pn_transport_set_max_frame(tptr, s.max_frame_size)
         lib.pn_transport_set_channel_max(tptr, s.max_sessions - 1)
         if s.idle_timeout_s:
@@ -112,17 +113,17 @@ class Transports:
             lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
         ssl = None
         if s.tls is not None:
-            ssl = SSL(transport, s.tls)
+            ssl = SSL(Transport.wrap(tptr), s.tls)
             if connector is not None:
                 ssl.peer_hostname = connector.failover.current.host  # SNI, name check
-        pn_conn = PnConnection()
+        cptr = lib.pn_connection()
         if isinstance(s, ConnectorSettings) and s.sasl_username is not None:
-            pn_conn.user = s.sasl_username
+            lib.pn_connection_set_user(cptr, s.sasl_username.encode())
             if s.sasl_password is not None:
-                pn_conn.password = s.sasl_password
-        transport.bind(pn_conn)
-        lib.pn_connection_collect(pn_conn._impl, self.collector)
-        conn = Conn(sock, core, s, transport, pn_conn, peer, self.clock(), connector)
+                lib.pn_connection_set_password(cptr, s.sasl_password.encode())
+        lib.pn_transport_bind(tptr, cptr)
+        lib.pn_connection_collect(cptr, self.collector)
+        conn = Conn(sock, core, s, tptr, cptr, peer, self.clock(), connector)
         conn.ssl = ssl
         tracing.apply(conn)
         core.handle = conn
@@ -132,7 +133,7 @@ class Transports:
         self.loop.add(conn.fd, READ, self.ready)
         if connector is not None:
             connector.conn = conn
-            pn_conn.hostname = connector.failover.current.host
+            lib.pn_connection_set_hostname(cptr, connector.failover.current.host.encode())
             open_connection(conn, self.router_id.encode())
             self.dirty.add(conn)
         self.tick_one(conn, self.clock())
@@ -298,7 +299,7 @@ class Transports:
         del self.conns[conn.fd]
         self.by_transport.pop(conn.tptr, None)
         self.by_connection.pop(conn.cptr, None)
-        conn.transport.unbind()
+        conn.free()
 
 
 __all__ = ["Transports"]
