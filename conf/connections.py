@@ -320,8 +320,7 @@ class ListenerSection(Section, _ConnectionHelpers):
         metadata=setting(
             "websockets",
             BooleanType(),
-            "AMQP over WebSocket",
-            ignored="HTTP listeners serve /metrics and /healthz only",
+            "an HTTP listener accepts AMQP over WebSockets (subprotocol amqp)",
         ),
     )
     http: bool = attrs.field(

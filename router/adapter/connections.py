@@ -73,7 +73,7 @@ class Conn:
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
                  "holds", "opened",
                  "peer", "protocol_trace", "settings", "sock", "ssl", "started",
-                 "tptr", "tracing", "user", "want_write")
+                 "tptr", "tracing", "user", "want_write", "ws")
 
     def __init__(self, sock: socket.socket, core: Connection, settings: Settings,
                  tptr: Any, cptr: Any, peer: str, now: float,
@@ -86,6 +86,9 @@ class Conn:
         self.cost = settings.cost
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
+        #: The WebSocket framing around the AMQP bytes (``router.adapter.websockets``;
+        #: None: AMQP straight on the socket).
+        self.ws: Any = None
         #: Who the peer is, once it opened: the SASL user, or for EXTERNAL the
         #: user its certificate makes with the profile's ``uidFormat``.
         self.user: str | None = None

@@ -4,8 +4,10 @@ the router's own event loop.
 Owns the HTTP connections (parsed by h11): reading requests, answering
 ``/metrics`` with what the exposition function returns and ``/healthz``
 with whether the router is serving, writing the responses, and closing
-connections idle for a minute.  A part of the loop.  What the metrics say
-is ``router.adapter.metrics``'s.
+connections idle for a minute.  A request to upgrade to AMQP over
+WebSockets is answered by ``router.adapter.websockets`` and its socket
+handed over (``upgraded``) to be served as an AMQP connection.  A part
+of the loop.  What the metrics say is ``router.adapter.metrics``'s.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from collections.abc import Callable
 
 import h11
 
+from router.adapter import websockets
 from router.adapter.connections import Listener
 from router.adapter.loop import READ, WRITE, EventLoop
+from router.adapter.websockets import Channel
 
-__all__ = ["HttpServer"]
+__all__ = ["HttpServer", "Upgraded"]
+
+#: Takes a socket whose upgrade to AMQP over WebSockets was accepted: the
+#: listener, the channel (its ``out`` holds the ``101`` answer) and what the
+#: client sent after its request.
+Upgraded = Callable[[socket.socket, Listener, Channel, bytes], None]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +69,12 @@ class HttpServer:
         self._clock = loop.clock
         self.conns: dict[int, tuple[_HttpConn, Listener]] = {}
         self._next_tick = 0.0
+        #: Where an accepted WebSocket upgrade goes (the listeners set it;
+        #: None: upgrades are answered as plain requests).
+        self.upgraded: Upgraded | None = None
+        #: Asked before an upgrade is accepted: why the new AMQP connection
+        #: is refused (policy's connection limits), or None.
+        self.admit: Callable[[socket.socket], str | None] = lambda sock: None
 
     # -- sockets ----------------------------------------------------------------
 
@@ -126,6 +141,8 @@ class HttpServer:
                 if isinstance(event, h11.Request):
                     conn.request = event
                 elif isinstance(event, h11.EndOfMessage) and conn.request is not None:
+                    if self._upgrade(fd, conn, listener, conn.request):
+                        return
                     self._respond(conn, listener, conn.request)
                     conn.request = None
                     if parser.our_state is h11.MUST_CLOSE:
@@ -140,6 +157,37 @@ class HttpServer:
             return
         conn.closing = parser.our_state is h11.MUST_CLOSE
         self._flush(fd, conn)
+
+    def _upgrade(self, fd: int, conn: _HttpConn, listener: Listener,
+                 request: h11.Request) -> bool:
+        """A WebSocket upgrade on a listener with ``websockets: yes``: the
+        socket goes to ``upgraded`` as an AMQP connection (true), or the
+        request is refused with ``400`` (a bad upgrade) or ``503`` (policy)
+        and the reason, and the socket closed."""
+        if (self.upgraded is None or not listener.settings.websockets
+                or not websockets.is_upgrade(request)):
+            return False
+        channel = websockets.upgrade(request)
+        if isinstance(channel, str):
+            log.info("WebSocket upgrade refused on %s:%d: %s", listener.host, listener.port,
+                     channel)
+            self._send(conn, 400, (channel + "\n").encode(), "text/plain")
+            conn.request = None
+            conn.closing = True
+            self._flush(fd, conn)
+            return True
+        refused = self.admit(conn.sock)
+        if refused is not None:
+            self._send(conn, 503, (refused + "\n").encode(), "text/plain")
+            conn.request = None
+            conn.closing = True
+            self._flush(fd, conn)
+            return True
+        trailing = bytes(conn.h11.trailing_data[0])
+        del self.conns[fd]
+        self._loop.remove(fd)
+        self.upgraded(conn.sock, listener, channel, trailing)
+        return True
 
     def _respond(self, conn: _HttpConn, listener: Listener, request: h11.Request) -> None:
         settings = listener.settings

@@ -11,6 +11,7 @@ listener is to accept again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
@@ -21,6 +22,7 @@ from router.adapter.http_server import HttpServer
 from router.adapter.loop import EventLoop
 from router.adapter.settings import ListenerSettings
 from router.adapter.transports import Transports
+from router.adapter.websockets import Channel
 from router.core.policy import Policy
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ class Listeners:
         self.http = http
         self.policy = policy
         self.listeners: dict[int, Listener] = {}
+        http.upgraded = self.adopt_websocket
+        http.admit = self._admit_websocket
         # The earliest end of a listener's pause in accepting (out of descriptors).
         self._resume_at: float | None = None
 
@@ -126,6 +130,36 @@ class Listeners:
         conn = self.transports.start(sock, listener.settings, peer)
         log.info("[C%d] Accepted connection to %s:%s from %s", conn.core.conn_id,
                  listener.host, listener.port, peer)
+
+    def adopt_websocket(self, sock: socket.socket, listener: Listener, channel: Channel,
+                        trailing: bytes) -> None:
+        """Serve an HTTP connection upgraded to AMQP over WebSockets (policy
+        admitted it): from now on an AMQP connection like any other."""
+        try:
+            host, port = sock.getpeername()[:2]
+        except OSError:
+            host, port = "?", 0  # gone already: the transport finds out
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = f"{host}:{port}"
+        conn = self.transports.start(sock, listener.settings, peer, ws=channel)
+        log.info("[C%d] Accepted WebSocket connection to %s:%s from %s", conn.core.conn_id,
+                 listener.host, listener.port, peer)
+        if trailing:
+            self.transports.received_ws(conn, trailing)
+
+    def _admit_websocket(self, sock: socket.socket) -> str | None:
+        """Policy's connection limits for a WebSocket upgrade about to become
+        an AMQP connection: why it is refused, or None (then it counts)."""
+        denied = self.policy.socket_accepted()
+        if denied is None:
+            return None
+        try:
+            host = sock.getpeername()[0]
+        except OSError:
+            host = "?"
+        policy_log.info("DENY Connection '%s' based on %s", host, denied.reason)
+        return f"connection refused by policy: {denied.reason}"
 
     def _pause(self, listener: Listener, exc: OSError) -> None:
         """``accept`` failed (out of file descriptors, ENFILE, ENOMEM...): stop

@@ -81,10 +81,12 @@ class ListenerSettings(ConnectionSettings):
     #: Cyrus SASL configuration (router ``saslConfigDir``/``saslConfigName``).
     sasl_config_dir: str | None
     sasl_config_name: str
-    #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``.
+    #: An HTTP listener (``http: yes``) serving ``/metrics`` and ``/healthz``,
+    #: and AMQP over WebSockets unless ``websockets: no``.
     http: bool
     metrics: bool
     healthz: bool
+    websockets: bool
     #: Addresses on its connections live in their vhost's namespace
     #: (docs/routing.md#multi-tenant-listeners).
     multi_tenant: bool
@@ -191,6 +193,7 @@ def listener_settings(section: conf.ListenerSection,
         http=section.http or section.http_root_dir is not None,
         metrics=section.metrics,
         healthz=section.healthz,
+        websockets=section.websockets,
         multi_tenant=section.multi_tenant,
         **_connection_settings(section),
     )

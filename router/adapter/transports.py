@@ -33,6 +33,7 @@ from router.adapter.loop import READ, WRITE, EventLoop
 from router.adapter.pending import Pending
 from router.adapter.pn import ffi, lib
 from router.adapter.settings import ConnectorSettings, ListenerSettings
+from router.adapter.websockets import Channel
 from router.core import Connection, ConnectionId
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,10 @@ class Transports:
     # -- starting --------------------------------------------------------------------
 
     def start(self, sock: socket.socket, s: Settings, peer: str,
-              connector: Connector | None = None) -> Conn:
+              connector: Connector | None = None, ws: Channel | None = None) -> Conn:
         """Serve ``sock`` (non-blocking) as an AMQP connection with settings ``s``:
-        accepted by a listener, or made by ``connector``."""
+        accepted by a listener, or made by ``connector``; with ``ws``, the
+        AMQP bytes travel in WebSocket messages."""
         self._next_conn_id += 1
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
@@ -125,6 +127,7 @@ class Transports:
         lib.pn_connection_collect(cptr, self.collector)
         conn = Conn(sock, core, s, tptr, cptr, peer, self.clock(), connector)
         conn.ssl = ssl
+        conn.ws = ws
         tracing.apply(conn)
         core.handle = conn
         self.conns[conn.fd] = conn
@@ -136,6 +139,8 @@ class Transports:
             lib.pn_connection_set_hostname(cptr, connector.failover.current.host.encode())
             open_connection(conn, self.router_id.encode())
             self.dirty.add(conn)
+        if ws is not None:
+            self.dirty.add(conn)  # the handshake's answer
         self.tick_one(conn, self.clock())
         return conn
 
@@ -164,6 +169,9 @@ class Transports:
         takes 8-16 KiB at a time, so one wake-up reads as many times as the
         budget allows, instead of one large message costing several
         wake-ups (and their writes)."""
+        if conn.ws is not None:
+            self._read_ws(conn)
+            return
         tptr = conn.tptr
         total = 0
         while True:
@@ -208,6 +216,9 @@ class Transports:
     def write(self, conn: Conn) -> None:
         """Write what the transport has; a transport that has ended, and is
         closed, goes to ``finished``."""
+        if conn.ws is not None:
+            self._write_ws(conn)
+            return
         tptr = conn.tptr
         sock = conn.sock
         ended = False
@@ -240,6 +251,93 @@ class Transports:
             self.arm(conn)
         if ended and lib.pn_transport_closed(tptr) and not conn.closed:
             self.finished.append(conn)
+
+    # -- AMQP over WebSockets ----------------------------------------------------------
+
+    def _read_ws(self, conn: Conn) -> None:
+        """Read a WebSocket connection's socket once: its messages' AMQP
+        bytes go to the transport."""
+        try:
+            data = conn.sock.recv(_IO_BUFFER)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.socket_failed(conn, exc)
+            return
+        self.received_ws(conn, data)
+
+    def received_ws(self, conn: Conn, data: bytes) -> None:
+        """What a WebSocket connection's socket read (``b""``: its end)."""
+        channel = conn.ws
+        assert channel is not None
+        channel.received(data or None)
+        self._push_ws(conn, channel)
+        if channel.closed or not data:
+            # The peer closed the WebSocket or broke its protocol: the AMQP
+            # connection has lost its peer, as when a socket closes.
+            lib.pn_transport_close_tail(conn.tptr)
+        self.dirty.add(conn)
+
+    def _push_ws(self, conn: Conn, channel: Channel) -> None:
+        inbound = channel.inbound
+        tptr = conn.tptr
+        while inbound:
+            capacity = lib.pn_transport_capacity(tptr)
+            if capacity < 0:
+                inbound.clear()  # the transport takes no more input
+                return
+            if capacity == 0:
+                return  # pushed again once the transport has written
+            n = min(capacity, len(inbound), _IO_BUFFER)
+            self._rbuf[:n] = inbound[:n]
+            lib.pn_transport_push(tptr, self._rcbuf, n)
+            del inbound[:n]
+
+    def _write_ws(self, conn: Conn) -> None:
+        """Frame what the transport has as binary messages and write them;
+        once the transport has ended, close the WebSocket too."""
+        channel = conn.ws
+        assert channel is not None
+        tptr = conn.tptr
+        if channel.inbound:
+            self._push_ws(conn, channel)
+        out = channel.out
+        ended = False
+        # Output stays in the transport while the socket is behind.
+        while len(out) < _IO_BUFFER:
+            n = lib.pn_transport_peek(tptr, self._wcbuf, _IO_BUFFER)
+            if n < 0:
+                ended = True
+                channel.close()
+                break
+            if n == 0:
+                break
+            channel.send(bytes(self._wview[:n]))
+            lib.pn_transport_pop(tptr, n)
+        while out:
+            try:
+                sent = conn.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                out.clear()
+                channel.closed = True  # nothing more can go out
+                self.socket_failed(conn, exc)
+                return
+            del out[:sent]
+        if out or (not ended and lib.pn_transport_pending(tptr) > 0):
+            if not conn.want_write:
+                conn.want_write = True
+                self.arm(conn)
+            return
+        if conn.want_write:
+            conn.want_write = False
+            self.arm(conn)
+        if ended:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_WR)
+            if lib.pn_transport_closed(tptr) and not conn.closed:
+                self.finished.append(conn)
 
     def write_all(self) -> bool:
         """Write every connection with output; whether there was any."""
