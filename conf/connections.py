@@ -332,10 +332,9 @@ class ListenerSection(Section, _ConnectionHelpers):
         metadata=setting(
             "httpRootDir",
             StringType("path"),
-            "static file root for HTTP",
+            "a folder whose files the listener serves over HTTP (it makes the "
+            "listener speak HTTP, as in qdrouterd)",
             aliases=("httpRoot",),
-            ignored="HTTP listeners serve /metrics and /healthz only (it makes the "
-                    "listener speak HTTP, as in qdrouterd, but its files are not served)",
         ),
     )
     message_logging_components: str = attrs.field(default="none", metadata=_LOG_MESSAGE)

@@ -2,8 +2,9 @@
 the router's own event loop.
 
 Owns the HTTP connections (parsed by h11): reading requests, answering
-``/metrics`` with what the exposition function returns and ``/healthz``
-with whether the router is serving, writing the responses, and closing
+``/metrics`` with what the exposition function returns, ``/healthz``
+with whether the router is serving, and any other path with a file of
+the listener's ``httpRootDir``, writing the responses, and closing
 connections idle for a minute.  A request to upgrade to AMQP over
 WebSockets is answered by ``router.adapter.websockets`` and its socket
 handed over (``upgraded``) to be served as an AMQP connection.  A part
@@ -13,9 +14,12 @@ of the loop.  What the metrics say is ``router.adapter.metrics``'s.
 from __future__ import annotations
 
 import logging
+import mimetypes
 import select
 import socket
 from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import unquote
 
 import h11
 
@@ -24,7 +28,7 @@ from router.adapter.connections import Listener
 from router.adapter.loop import READ, WRITE, EventLoop
 from router.adapter.websockets import Channel
 
-__all__ = ["HttpServer", "Upgraded"]
+__all__ = ["HttpServer", "Upgraded", "static_file"]
 
 #: Takes a socket whose upgrade to AMQP over WebSockets was accepted: the
 #: listener, the channel (its ``out`` holds the ``101`` answer) and what the
@@ -37,6 +41,23 @@ _IDLE_S = 60.0
 _TICK_S = 1.0
 _MAX_REQUEST = 16384
 _READABLE = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
+
+
+def static_file(root: str, target: bytes) -> Path | None:
+    """The file under ``root`` a request target names (its query dropped,
+    %-escapes decoded; a folder stands for its ``index.html``), or None
+    when there is none or the name leads outside ``root``."""
+    name = unquote(target.split(b"?", 1)[0].decode("utf-8", "replace"))
+    base = Path(root).resolve()
+    try:
+        path = (base / name.lstrip("/")).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not path.is_relative_to(base):
+        return None
+    if path.is_dir():
+        path = path / "index.html"
+    return path if path.is_file() else None
 
 
 class _HttpConn:
@@ -205,8 +226,30 @@ class HttpServer:
             body = b"OK\n" if ok else b"shutting down\n"
             self._send(conn, 200 if ok else 503, body if method != b"HEAD" else b"",
                        "text/plain", length=len(body))
+        elif settings.http_root_dir is not None:
+            self._file(conn, settings.http_root_dir, request)
         else:
             self._send(conn, 404, b"not found\n", "text/plain")
+
+    def _file(self, conn: _HttpConn, root: str, request: h11.Request) -> None:
+        """A file of the listener's ``httpRootDir`` (a folder's
+        ``index.html``); nothing outside the folder."""
+        if request.method not in (b"GET", b"HEAD"):
+            self._send(conn, 405, b"method not allowed\n", "text/plain")
+            return
+        path = static_file(root, request.target)
+        try:
+            body = path.read_bytes() if path is not None else None
+        except OSError:
+            body = None
+        if path is None or body is None:
+            self._send(conn, 404, b"not found\n", "text/plain")
+            return
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if kind.startswith("text/"):
+            kind += "; charset=utf-8"
+        self._send(conn, 200, body if request.method == b"GET" else b"", kind,
+                   length=len(body))
 
     @staticmethod
     def _send(conn: _HttpConn, status: int, body: bytes, content_type: str,

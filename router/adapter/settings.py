@@ -87,6 +87,8 @@ class ListenerSettings(ConnectionSettings):
     metrics: bool
     healthz: bool
     websockets: bool
+    #: The folder of files it serves (``httpRootDir``), or None.
+    http_root_dir: str | None
     #: Addresses on its connections live in their vhost's namespace
     #: (docs/routing.md#multi-tenant-listeners).
     multi_tenant: bool
@@ -194,6 +196,7 @@ def listener_settings(section: conf.ListenerSection,
         metrics=section.metrics,
         healthz=section.healthz,
         websockets=section.websockets,
+        http_root_dir=section.http_root_dir,
         multi_tenant=section.multi_tenant,
         **_connection_settings(section),
     )

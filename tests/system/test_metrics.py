@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -83,3 +84,36 @@ def test_garbage_gets_400_and_the_router_keeps_serving(start_router: StartRouter
     assert scrape(port)[0] == 200
     conn = connect(hop.url)
     conn.close()
+
+
+def _get(port: int, path: str, method: str = "GET") -> tuple[int, str, bytes]:
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        client.request(method, path)
+        response = client.getresponse()
+        return response.status, response.getheader("Content-Type") or "", response.read()
+    finally:
+        client.close()
+
+
+def test_an_http_root_dir_is_served(start_router: StartRouter, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "js").mkdir(parents=True)
+    (site / "index.html").write_text("<h1>console</h1>")
+    (site / "js" / "app.js").write_text("console.log(1);")
+    (tmp_path / "private.txt").write_text("not for the web")
+    # httpRootDir alone makes the listener speak HTTP, as in qdrouterd.
+    hop = start_router(router_conf(f"listener {{\n    host: 127.0.0.1\n    port: 0\n"
+                                   f"    httpRootDir: {site}\n}}\n"), listeners=2)
+    port = hop.ports[1]
+    assert _get(port, "/") == (200, "text/html; charset=utf-8", b"<h1>console</h1>")
+    status, kind, body = _get(port, "/js/app.js?v=1")
+    assert status == 200 and "javascript" in kind and body == b"console.log(1);"
+    assert _get(port, "/js/app.js", "HEAD")[:2] == (200, kind)
+    assert _get(port, "/nosuch")[0] == 404
+    assert _get(port, "/../private.txt")[0] == 404
+    assert _get(port, "/%2e%2e/private.txt")[0] == 404
+    assert _get(port, "/index.html", "POST")[0] == 405
+    # The router's own endpoints come first.
+    assert _get(port, "/healthz")[0] == 200
+    assert scrape(port)[0] == 200
