@@ -17,6 +17,7 @@ import logging
 import mimetypes
 import select
 import socket
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
@@ -26,6 +27,7 @@ import h11
 from router.adapter import websockets
 from router.adapter.connections import Listener
 from router.adapter.loop import READ, WRITE, EventLoop
+from router.adapter.tls_pipe import TlsPipe, looks_like_tls
 from router.adapter.websockets import Channel
 
 __all__ = ["HttpServer", "Upgraded", "static_file"]
@@ -61,12 +63,20 @@ def static_file(root: str, target: bytes) -> Path | None:
 
 
 class _HttpConn:
-    __slots__ = ("closing", "h11", "last", "out", "request", "sock", "want_write")
+    __slots__ = ("closing", "h11", "last", "out", "plain", "request", "sniff", "sock", "tls",
+                 "want_write")
 
     def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST)
+        #: What is to be written to the socket; with TLS, ``plain`` holds
+        #: the responses not yet encrypted.
         self.out = bytearray()
+        self.plain = bytearray()
+        #: HTTPS (the listener's sslProfile); ``sniff``: plain HTTP is
+        #: allowed too (no requireSsl), told apart by the first bytes.
+        self.tls: TlsPipe | None = None
+        self.sniff = False
         self.want_write = False
         self.closing = False
         self.last = now
@@ -101,7 +111,12 @@ class HttpServer:
 
     def adopt(self, sock: socket.socket, listener: Listener) -> None:
         """Serve an accepted (non-blocking) socket of an HTTP listener."""
-        self.conns[sock.fileno()] = (_HttpConn(sock, self._clock()), listener)
+        conn = _HttpConn(sock, self._clock())
+        context = listener.settings.http_tls
+        if context is not None:
+            conn.tls = TlsPipe(context)
+            conn.sniff = not listener.settings.require_ssl
+        self.conns[sock.fileno()] = (conn, listener)
         self._loop.add(sock.fileno(), READ, self.ready)
 
     def ready(self, fd: int, mask: int) -> None:
@@ -122,7 +137,35 @@ class HttpServer:
             except OSError:
                 self._close(fd)
                 return
-            self._handle(fd, conn, listener, data)
+            if conn.tls is None:
+                self._handle(fd, conn, listener, data)
+            else:
+                self._received_tls(fd, conn, listener, conn.tls, data)
+
+    def _received_tls(self, fd: int, conn: _HttpConn, listener: Listener, tls: TlsPipe,
+                      data: bytes) -> None:
+        if conn.sniff:
+            conn.sniff = False
+            if data and not looks_like_tls(data):
+                conn.tls = None  # plain HTTP on a listener that allows it
+                self._handle(fd, conn, listener, data)
+                return
+        try:
+            plain = tls.received(data)
+        except ssl.SSLError as error:
+            log.info("TLS failed on %s:%d: %s", listener.host, listener.port,
+                     error.reason or error)
+            # The alert OpenSSL wrote tells the client why; then the end.
+            conn.out += tls.wire()
+            conn.closing = True
+            self._flush(fd, conn)
+            return
+        if plain:
+            self._handle(fd, conn, listener, plain)
+        if fd in self.conns and conn.tls is tls and (not data or tls.closed):
+            self._handle(fd, conn, listener, b"")  # the end of the connection
+        elif fd in self.conns and conn.tls is tls:
+            self._flush(fd, conn)
 
     def next_due(self) -> float | None:
         return self._next_tick if self.conns else None
@@ -188,7 +231,7 @@ class HttpServer:
         if (self.upgraded is None or not listener.settings.websockets
                 or not websockets.is_upgrade(request)):
             return False
-        channel = websockets.upgrade(request)
+        channel = websockets.upgrade(request, conn.tls)
         if isinstance(channel, str):
             log.info("WebSocket upgrade refused on %s:%d: %s", listener.host, listener.port,
                      channel)
@@ -257,12 +300,19 @@ class HttpServer:
         headers = [("Content-Type", content_type),
                    ("Content-Length", str(len(body) if length is None else length))]
         parser = conn.h11
-        conn.out += parser.send(h11.Response(status_code=status, headers=headers)) or b""
+        out = conn.out if conn.tls is None else conn.plain
+        out += parser.send(h11.Response(status_code=status, headers=headers)) or b""
         if body:
-            conn.out += parser.send(h11.Data(data=body)) or b""
-        conn.out += parser.send(h11.EndOfMessage()) or b""
+            out += parser.send(h11.Data(data=body)) or b""
+        out += parser.send(h11.EndOfMessage()) or b""
 
     def _flush(self, fd: int, conn: _HttpConn) -> None:
+        tls = conn.tls
+        if tls is not None:
+            if conn.plain:
+                tls.send(bytes(conn.plain))
+                conn.plain.clear()
+            conn.out += tls.wire()
         while conn.out:
             try:
                 sent = conn.sock.send(conn.out)

@@ -146,7 +146,7 @@ class Listeners:
         log.info("[C%d] Accepted WebSocket connection to %s:%s from %s", conn.core.conn_id,
                  listener.host, listener.port, peer)
         if trailing:
-            self.transports.received_ws(conn, trailing)
+            self.transports.received_ws(conn, trailing, decrypted=True)
 
     def _admit_websocket(self, sock: socket.socket) -> str | None:
         """Policy's connection limits for a WebSocket upgrade about to become

@@ -96,6 +96,13 @@ class Connections(ReadOnly):
             container = to_str(lib.pn_connection_remote_container(cptr)) if conn.opened else None
             encrypted = bool(conn.opened and lib.pn_transport_is_encrypted(conn.tptr))
             ssl = conn.ssl if encrypted else None
+            proto = None if ssl is None else ssl.protocol_name()
+            cipher = None if ssl is None else ssl.cipher_name()
+            ws_tls = conn.ws.tls if conn.ws is not None else None
+            if ws_tls is not None and conn.opened:
+                # WebSockets over TLS: the TLS is the channel's, not proton's.
+                encrypted, proto = True, ws_tls.obj.version()
+                cipher = (ws_tls.obj.cipher() or (None,))[0]
             stats = ConnectionStatistics(
                 adminStatus="enabled",
                 operStatus="up",
@@ -110,9 +117,9 @@ class Connections(ReadOnly):
                 enableProtocolTrace=conn.tracing,
                 sasl=mech,
                 user=user,
-                ssl=ssl is not None,
-                sslProto=None if ssl is None else ssl.protocol_name(),
-                sslCipher=None if ssl is None else ssl.cipher_name(),
+                ssl=encrypted,
+                sslProto=proto,
+                sslCipher=cipher,
                 sslSsf=None,
                 tenant=conn.core.tenant,
                 uptimeSeconds=int(now - conn.started),

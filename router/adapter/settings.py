@@ -3,6 +3,7 @@ CLI from the conf."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -89,6 +90,10 @@ class ListenerSettings(ConnectionSettings):
     websockets: bool
     #: The folder of files it serves (``httpRootDir``), or None.
     http_root_dir: str | None
+    #: An HTTP listener's TLS (its sslProfile; None: plain HTTP only), and
+    #: whether plain HTTP is refused (``requireSsl``).
+    http_tls: ssl.SSLContext | None
+    require_ssl: bool
     #: Addresses on its connections live in their vhost's namespace
     #: (docs/routing.md#multi-tenant-listeners).
     multi_tenant: bool
@@ -164,6 +169,10 @@ def listener_settings(section: conf.ListenerSection,
     """
     profile = _profile(section, profiles)
     tls = None
+    http = section.http or section.http_root_dir is not None
+    http_tls = None
+    if profile is not None and http:
+        http_tls = profile.http_context(verify_client=section.authenticate_peer)
     if profile is not None:
         mechanisms = (section.sasl_mechanisms or "").split()
         tls = profile.server_domain(
@@ -192,7 +201,9 @@ def listener_settings(section: conf.ListenerSection,
         initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
         failover=tuple(parse_failover_urls(section.failover_urls or "")),
         # An httpRootDir makes the listener speak HTTP, as in qdrouterd.
-        http=section.http or section.http_root_dir is not None,
+        http=http,
+        http_tls=http_tls,
+        require_ssl=section.require_ssl,
         metrics=section.metrics,
         healthz=section.healthz,
         websockets=section.websockets,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,10 @@ import conf
 from router.adapter.pn import lib
 
 __all__ = ["SecretError", "TlsError", "TlsProfile", "load_profiles", "secret_value"]
+
+#: sslProfile ``protocols`` names as Python's ``ssl`` versions.
+_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
 class TlsError(Exception):
@@ -175,6 +180,48 @@ class TlsProfile:
         if not require_tls:
             domain.allow_unsecured_client()
         return domain
+
+    def http_context(self, *, verify_client: bool) -> ssl.SSLContext:
+        """The TLS of an HTTP listener (HTTPS, and WebSockets over TLS),
+        made with Python's ``ssl`` from the same profile: its certificate
+        and key, its CAs, ciphers and protocol versions; ``verify_client``
+        (``authenticatePeer``) asks every client for a certificate signed
+        by the profile's CAs.
+
+        Raises:
+            TlsError: the files do not load, client verification without
+                ``caCertFile``, ciphers or protocols OpenSSL refuses.
+        """
+        profile = self.section
+        if verify_client and profile.ca_cert_file is None:
+            raise TlsError(f"sslProfile {self.name!r}: verifying client certificates "
+                           "(authenticatePeer) needs caCertFile")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            if profile.cert_file is not None:
+                context.load_cert_chain(profile.cert_file,
+                                        profile.private_key_file or profile.cert_file,
+                                        _password(self.section) or "")
+            if profile.ca_cert_file is not None:
+                context.load_verify_locations(profile.ca_cert_file)
+        except (OSError, ssl.SSLError):
+            raise TlsError(
+                f"sslProfile {self.name!r}: certFile {profile.cert_file} and privateKeyFile "
+                f"{profile.private_key_file or profile.cert_file} do not load (not PEM, not a "
+                "matching pair, or a wrong password)") from None
+        context.verify_mode = ssl.CERT_REQUIRED if verify_client else ssl.CERT_NONE
+        if profile.ciphers:
+            try:
+                context.set_ciphers(profile.ciphers)
+            except ssl.SSLError:
+                raise TlsError(f"sslProfile {self.name!r}: OpenSSL knows none of ciphers "
+                               f"{profile.ciphers!r}") from None
+        if profile.protocols:
+            versions = sorted(_TLS_VERSIONS[name] for name in profile.protocols.split()
+                              if name in _TLS_VERSIONS)
+            if versions:
+                context.minimum_version, context.maximum_version = versions[0], versions[-1]
+        return context
 
     def client_domain(self, *, verify_hostname: bool) -> Any:
         """The domain of a connector: the server's certificate is checked

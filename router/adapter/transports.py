@@ -104,7 +104,8 @@ class Transports:
         lib.pn_sasl_allowed_mechs(sasl, s.sasl_mechanisms.encode())
         if isinstance(s, ListenerSettings):
             lib.pn_transport_require_auth(tptr, s.authenticate_peer)
-            if s.require_encryption:
+            # Over WebSockets, TLS wraps the WebSocket, not the AMQP inside it.
+            if s.require_encryption and ws is None:
                 lib.pn_transport_require_encryption(tptr, True)
             lib.pn_sasl_set_allow_insecure_mechs(sasl, s.allow_insecure_mechanisms)
             if s.sasl_config_dir is not None:
@@ -114,7 +115,7 @@ class Transports:
             # The conf chose to send these credentials.
             lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
         ssl = None
-        if s.tls is not None:
+        if s.tls is not None and ws is None:
             ssl = SSL(Transport.wrap(tptr), s.tls)
             if connector is not None:
                 ssl.peer_hostname = connector.failover.current.host  # SNI, name check
@@ -266,11 +267,12 @@ class Transports:
             return
         self.received_ws(conn, data)
 
-    def received_ws(self, conn: Conn, data: bytes) -> None:
-        """What a WebSocket connection's socket read (``b""``: its end)."""
+    def received_ws(self, conn: Conn, data: bytes, decrypted: bool = False) -> None:
+        """What a WebSocket connection's socket read (``b""``: its end;
+        ``decrypted``: already through its TLS)."""
         channel = conn.ws
         assert channel is not None
-        channel.received(data or None)
+        channel.received(data or None, decrypted)
         self._push_ws(conn, channel)
         if channel.closed or not data:
             # The peer closed the WebSocket or broke its protocol: the AMQP

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 
 import h11
 from wsproto import ConnectionType, WSConnection
@@ -31,6 +32,8 @@ from wsproto.events import (
     TextMessage,
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from router.adapter.tls_pipe import TlsPipe
 
 __all__ = ["SUBPROTOCOL", "Channel", "is_upgrade", "upgrade"]
 
@@ -53,10 +56,11 @@ def is_upgrade(request: h11.Request) -> bool:
     return False
 
 
-def upgrade(request: h11.Request) -> Channel | str:
+def upgrade(request: h11.Request, tls: TlsPipe | None = None) -> Channel | str:
     """Answer a WebSocket upgrade request: a channel whose ``out`` holds
     the ``101`` response, or why it is refused (not a handshake wsproto
-    accepts, or no ``amqp`` subprotocol asked for), for a ``400``."""
+    accepts, or no ``amqp`` subprotocol asked for), for a ``400``; ``tls``:
+    the connection's TLS, which the channel goes on with."""
     ws = WSConnection(ConnectionType.SERVER)
     try:
         ws.initiate_upgrade_connection(list(request.headers), request.target)
@@ -67,8 +71,8 @@ def upgrade(request: h11.Request) -> Channel | str:
         return "not a WebSocket handshake"
     if SUBPROTOCOL not in event.subprotocols:
         return f"WebSocket subprotocol '{SUBPROTOCOL}' required"
-    channel = Channel(ws)
-    channel.out += ws.send(AcceptConnection(subprotocol=SUBPROTOCOL))
+    channel = Channel(ws, tls)
+    channel.emit(ws.send(AcceptConnection(subprotocol=SUBPROTOCOL)))
     return channel
 
 
@@ -83,24 +87,53 @@ class Channel:
     then ends as if its socket had closed.
     """
 
-    __slots__ = ("closed", "inbound", "out", "ws")
+    __slots__ = ("closed", "inbound", "out", "tls", "ws")
 
-    def __init__(self, ws: WSConnection) -> None:
+    def __init__(self, ws: WSConnection, tls: TlsPipe | None = None) -> None:
         self.ws = ws
+        #: The connection's TLS (WebSockets over TLS), or None.
+        self.tls = tls
         self.out = bytearray()
         self.inbound = bytearray()
         self.closed = False
 
-    def received(self, data: bytes | None) -> None:
-        """Take what the socket read (``None``: it reached its end)."""
+    def emit(self, data: bytes) -> None:
+        """Bytes of the WebSocket protocol for the peer (encrypted with TLS)."""
+        tls = self.tls
+        if tls is None:
+            self.out += data
+        else:
+            tls.send(data)
+            self.out += tls.wire()
+
+    def received(self, data: bytes | None, decrypted: bool = False) -> None:
+        """Take what the socket read (``None``: it reached its end);
+        ``decrypted``: already through TLS (what followed the upgrade
+        request)."""
         ws = self.ws
+        tls = self.tls
+        if tls is not None and not decrypted:
+            try:
+                plain = tls.received(data or b"")
+            except ssl.SSLError as error:
+                log.info("WebSocket TLS failed: %s", error.reason or error)
+                self.out += tls.wire()  # the alert
+                self.closed = True
+                return
+            self.out += tls.wire()
+            if tls.closed or data is None:
+                data = None
+            elif not plain:
+                return
+            else:
+                data = plain
         try:
             ws.receive_data(data)
             for event in ws.events():
                 if isinstance(event, BytesMessage):
                     self.inbound += event.data
                 elif isinstance(event, Ping):
-                    self.out += ws.send(event.response())
+                    self.emit(ws.send(event.response()))
                 elif isinstance(event, CloseConnection):
                     # The peer's close, or wsproto's on a frame it could not
                     # parse (code 1002, 1007, 1009): answered, then the end.
@@ -124,12 +157,12 @@ class Channel:
 
     def _answer_close(self, event: CloseConnection) -> None:
         with contextlib.suppress(LocalProtocolError):  # already closed on this side
-            self.out += self.ws.send(event.response())
+            self.emit(self.ws.send(event.response()))
 
     def send(self, data: bytes) -> None:
         """Frame AMQP bytes the transport wrote as one binary message."""
         try:
-            self.out += self.ws.send(BytesMessage(data=data))
+            self.emit(self.ws.send(BytesMessage(data=data)))
         except LocalProtocolError:
             self.closed = True  # closing: nothing more goes out
 
@@ -139,4 +172,4 @@ class Channel:
         if self.closed:
             return
         with contextlib.suppress(LocalProtocolError):  # already closing or closed
-            self.out += self.ws.send(CloseConnection(code=code, reason=reason))
+            self.emit(self.ws.send(CloseConnection(code=code, reason=reason)))

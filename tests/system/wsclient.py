@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import Callable
 
@@ -30,8 +31,11 @@ class WsClient:
     """One TCP connection that upgrades to WebSockets (subprotocols
     ``subprotocols``) and then carries an AMQP connection."""
 
-    def __init__(self, port: int, subprotocols: tuple[str, ...] = ("amqp",)) -> None:
+    def __init__(self, port: int, subprotocols: tuple[str, ...] = ("amqp",),
+                 tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.ws = WSConnection(ConnectionType.CLIENT)
         #: What the handshake got: AcceptConnection, or RejectConnection
         #: (``status``, ``body``).
@@ -80,7 +84,7 @@ class WsClient:
         self.sock.settimeout(timeout)
         try:
             data = self.sock.recv(65536)
-        except TimeoutError:
+        except (TimeoutError, ssl.SSLWantReadError):
             return
         except OSError:
             data = b""
