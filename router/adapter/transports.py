@@ -243,13 +243,9 @@ class Transports:
             if sent > 0:
                 lib.pn_transport_pop(tptr, sent)
             if sent < n:
-                if not conn.want_write:
-                    conn.want_write = True
-                    self.arm(conn)
+                self._wait_to_write(conn, True)
                 return
-        if conn.want_write:
-            conn.want_write = False
-            self.arm(conn)
+        self._wait_to_write(conn, False)
         if ended and lib.pn_transport_closed(tptr) and not conn.closed:
             self.finished.append(conn)
 
@@ -328,18 +324,20 @@ class Transports:
                 return
             del out[:sent]
         if out or (not ended and lib.pn_transport_pending(tptr) > 0):
-            if not conn.want_write:
-                conn.want_write = True
-                self.arm(conn)
+            self._wait_to_write(conn, True)
             return
-        if conn.want_write:
-            conn.want_write = False
-            self.arm(conn)
+        self._wait_to_write(conn, False)
         if ended:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_WR)
             if lib.pn_transport_closed(tptr) and not conn.closed:
                 self.finished.append(conn)
+
+    def _wait_to_write(self, conn: Conn, waiting: bool) -> None:
+        """Watch ``conn``'s socket for room to write while output waits."""
+        if conn.want_write != waiting:
+            conn.want_write = waiting
+            self.arm(conn)
 
     def write_all(self) -> bool:
         """Write every connection with output; whether there was any."""

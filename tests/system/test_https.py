@@ -11,14 +11,12 @@ import ssl
 from pathlib import Path
 
 import pytest
-from proton import Delivery
 
 from tests.system.certs import Pki, make_pki
-from tests.system.clients import connect, pump, receive_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
 from tests.system.mgmt import Management
-from tests.system.wsclient import WsClient
+from tests.system.wsclient import WsClient, round_trip
 
 
 def _conf(pki: Pki, root: Path, listener: str) -> str:
@@ -108,12 +106,8 @@ def test_amqp_over_websockets_over_tls(start_router: StartRouter, tmp_path: Path
     ws = WsClient(hop.ports[1], tls=_client_context(pki))
     assert ws.accepted is not None
     ws.open()
-    plain = connect(hop.url)
     try:
-        receiver = plain.create_receiver("wss.in")
-        delivery = ws.send("wss.in", "over tls")
-        assert [m.body for m in receive_all(receiver, 1)] == ["over tls"]
-        assert ws.wait_outcome(delivery, also=lambda: pump(plain, 0.01)) == Delivery.ACCEPTED
+        round_trip(ws, hop.url, "wss.in", "over tls")
         management = Management(hop.url)
         try:
             row, = [r for r in management.query("connection") if r["container"] == "ws-client"]
@@ -122,5 +116,4 @@ def test_amqp_over_websockets_over_tls(start_router: StartRouter, tmp_path: Path
         assert row["isEncrypted"] is True and row["ssl"] is True
         assert row["sslProto"] in ("TLSv1.2", "TLSv1.3") and row["sslCipher"]
     finally:
-        plain.close()
         ws.close()

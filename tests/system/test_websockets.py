@@ -7,13 +7,15 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
+import pytest
 from proton import Delivery, Message
+from wsproto import WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
 from tests.system.clients import connect, pump, receive_all, wait_settled
 from tests.system.harness import Hop, router_conf, wait_for
 from tests.system.mgmt import Management
-from tests.system.wsclient import WsClient
+from tests.system.wsclient import WsClient, round_trip
 
 StartRouter = Callable[..., Hop]
 
@@ -41,18 +43,11 @@ def _http_get(port: int, path: str) -> bytes:
 
 
 def _still_serves(hop: Hop, port: int) -> None:
-    """A fresh WebSocket client and a plain one both still get through."""
+    """A fresh WebSocket client still gets a message through."""
     ws = WsClient(port)
     try:
         ws.open()
-        conn = connect(hop.url)
-        try:
-            receiver = conn.create_receiver("ws.check")
-            delivery = ws.send("ws.check", "still here")
-            assert [m.body for m in receive_all(receiver, 1)] == ["still here"]
-            assert ws.wait_outcome(delivery, also=lambda: pump(conn, 0.01)) == Delivery.ACCEPTED
-        finally:
-            conn.close()
+        round_trip(ws, hop.url, "ws.check", "still here")
     finally:
         ws.close()
 
@@ -66,34 +61,12 @@ def test_a_websocket_client_sends_and_receives_with_outcomes(
     plain = connect(hop.url)
     try:
         # The WebSocket client as producer: the outcome is the consumer's.
-        receiver = plain.create_receiver("ws.in")
-        delivery = ws.send("ws.in", "from the browser side")
-        assert [m.body for m in receive_all(receiver, 1)] == ["from the browser side"]
-        assert ws.wait_outcome(delivery, also=lambda: pump(plain, 0.01)) == Delivery.ACCEPTED
+        round_trip(ws, hop.url, "ws.in", "from the browser side")
         # ... and as consumer: the plain sender's message is accepted by it.
         ws.attach_receiver("ws.out")
         sender = plain.create_sender("ws.out")
         sent = sender.link.send(Message(body="to the browser side"))
-        got: list[object] = []
-
-        def take() -> bool:
-            link = ws.receiver
-            while (d := link.current) is not None and not d.partial:
-                message = Message()
-                message.decode(link.recv(d.pending))
-                got.append(message.body)
-                d.update(Delivery.ACCEPTED)
-                d.settle()
-                link.advance()
-            return bool(got)
-
-        def pumped_take() -> bool:
-            pump(plain, 0.01)
-            return take()
-
-        ws.pump_until(pumped_take, "the message")
-        ws.flush()
-        assert got == ["to the browser side"]
+        assert ws.receive_on(1, also=lambda: pump(plain, 0.01)) == ["to the browser side"]
         assert wait_settled(plain, sent) == Delivery.ACCEPTED
     finally:
         plain.close()
@@ -161,25 +134,20 @@ def test_websockets_no_leaves_the_listener_plain_http(start_router: StartRouter)
     assert ws.accepted is None and ws.status == 404
 
 
-def test_a_text_message_closes_with_1003(start_router: StartRouter) -> None:
-    hop, port = _start(start_router)
-    ws = WsClient(port)
-    ws.open()
-    ws.send_frames(ws.ws.send(TextMessage(data="not AMQP")))
-    ws.wait_closed()
-    assert ws.closed is not None and ws.closed[0] == 1003
-    ws.close()
-    _still_serves(hop, port)
-
-
-def test_a_bad_frame_closes_with_a_protocol_error(start_router: StartRouter) -> None:
-    hop, port = _start(start_router)
-    ws = WsClient(port)
-    ws.open()
+@pytest.mark.parametrize(("frames", "code"), [
+    # AMQP is carried in binary messages: a text message is unsupported data.
+    (lambda ws: ws.send(TextMessage(data="not AMQP")), 1003),
     # A client's frames must be masked (RFC 6455 section 5.1): this one is not.
-    ws.send_frames(b"\x82\x03abc")
+    (lambda ws: b"\x82\x03abc", 1002),
+], ids=["text-message", "unmasked-frame"])
+def test_what_breaks_the_protocol_closes_only_that_connection(
+        start_router: StartRouter, frames: Callable[[WSConnection], bytes], code: int) -> None:
+    hop, port = _start(start_router)
+    ws = WsClient(port)
+    ws.open()
+    ws.send_frames(frames(ws.ws))
     ws.wait_closed()
-    assert ws.closed is not None and ws.closed[0] == 1002
+    assert ws.closed is not None and ws.closed[0] == code
     ws.close()
     _still_serves(hop, port)
 

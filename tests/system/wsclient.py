@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from proton import Connection, Delivery, Endpoint, Message, Transport
+from proton.utils import BlockingConnection
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
     AcceptConnection,
@@ -23,6 +24,8 @@ from wsproto.events import (
     Request,
 )
 from wsproto.utilities import LocalProtocolError
+
+from tests.system.clients import pump
 
 TIMEOUT_S = 10.0
 
@@ -153,15 +156,14 @@ class WsClient:
         self.pump_until(lambda: (also(), delivery.remote_state != 0)[1], "the outcome")
         return int(delivery.remote_state)
 
-    def receive(self, address: str, count: int) -> list[object]:
-        """Attach a receiver, grant ``count`` and accept what arrives."""
-        link = self.session.receiver(f"ws-receiver-{address}")
-        link.source.address = address
-        link.open()
-        link.flow(count)
+    def receive_on(self, count: int, also: Callable[[], object] = lambda: None) -> list[object]:
+        """Accept ``count`` messages on the receiver ``attach_receiver``
+        made, calling ``also`` each time round."""
+        link = self.receiver
         bodies: list[object] = []
 
         def take() -> bool:
+            also()
             while (delivery := link.current) is not None and not delivery.partial:
                 message = Message()
                 message.decode(link.recv(delivery.pending))
@@ -171,7 +173,7 @@ class WsClient:
                 link.advance()
             return len(bodies) >= count
 
-        self.pump_until(take, f"{count} messages on {address}")
+        self.pump_until(take, f"{count} messages")
         self.flush()
         return bodies
 
@@ -197,3 +199,18 @@ class WsClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def round_trip(ws: WsClient, url: str, address: str, body: str) -> None:
+    """``ws`` sends ``body`` to a plain client's receiver on ``url`` and
+    gets the outcome ACCEPTED."""
+    plain = BlockingConnection(url, timeout=TIMEOUT_S)
+    try:
+        receiver = plain.create_receiver(address)
+        delivery = ws.send(address, body)
+        assert receiver.receive(timeout=TIMEOUT_S).body == body
+        receiver.accept()
+        assert ws.wait_outcome(delivery, also=lambda: pump(plain, 0.01)) == Delivery.ACCEPTED
+    finally:
+        plain.close()
+
