@@ -102,9 +102,12 @@ class Channel:
         tls = self.tls
         if tls is None:
             self.out += data
-        else:
+            return
+        try:
             tls.send(data)
-            self.out += tls.wire()
+        except ssl.SSLError:
+            self.closed = True  # the TLS failed: nothing more goes out
+        self.out += tls.wire()
 
     def received(self, data: bytes | None, decrypted: bool = False) -> None:
         """Take what the socket read (``None``: it reached its end);
@@ -160,7 +163,10 @@ class Channel:
             self.emit(self.ws.send(event.response()))
 
     def send(self, data: bytes) -> None:
-        """Frame AMQP bytes the transport wrote as one binary message."""
+        """Frame AMQP bytes the transport wrote as one binary message
+        (dropped once the peer closed or the TLS failed)."""
+        if self.closed:
+            return
         try:
             self.emit(self.ws.send(BytesMessage(data=data)))
         except LocalProtocolError:

@@ -6,6 +6,7 @@ TLS (wss)."""
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import ssl
 from pathlib import Path
@@ -117,3 +118,23 @@ def test_amqp_over_websockets_over_tls(start_router: StartRouter, tmp_path: Path
         assert row["sslProto"] in ("TLSv1.2", "TLSv1.3") and row["sslCipher"]
     finally:
         ws.close()
+
+
+def test_a_broken_tls_record_on_wss_ends_only_that_connection(
+        start_router: StartRouter, tmp_path: Path) -> None:
+    hop, pki = _start(start_router, tmp_path, "    requireSsl: yes\n")
+    ws = WsClient(hop.ports[1], tls=_client_context(pki))
+    ws.open()
+    # An application-data record that does not decrypt, written under the
+    # TLS layer, while the AMQP connection inside is open.
+    raw = socket.socket(fileno=os.dup(ws.sock.fileno()))
+    raw.sendall(b"\x17\x03\x03\x00\x20" + bytes(range(32)))
+    raw.close()
+    hop.wait_log(r"WebSocket TLS failed")
+    ws.close()
+    again = WsClient(hop.ports[1], tls=_client_context(pki))
+    try:
+        again.open()
+        round_trip(again, hop.url, "wss.after", "still serving")
+    finally:
+        again.close()
