@@ -327,6 +327,17 @@ class ListenerSection(Section, _ConnectionHelpers):
         default=False,
         metadata=setting("http", BooleanType(), "listener speaks HTTP instead of raw AMQP"),
     )
+    console: bool = attrs.field(
+        default=True,
+        metadata=setting(
+            "console",
+            BooleanType(),
+            "an HTTP listener serves the web console (at /, and at /console/ when "
+            "httpRootDir takes /) and its JSON management endpoint (/api/v1/); read-only "
+            "unless the listener authenticates users (authenticatePeer) and policy lets "
+            "them write",
+        ),
+    )
     http_root_dir: str | None = attrs.field(
         default=None,
         metadata=setting(

@@ -198,7 +198,8 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         conf_name="console",
         cls=ConsoleSection,
         summary="Deprecated in qdrouterd: a proxy serving its web console.",
-        ignored="deprecated in qdrouterd; Hop serves no web console",
+        ignored="deprecated in qdrouterd; Hop's console is served by listeners with "
+        "http: yes (their console attribute)",
     ),
 )
 

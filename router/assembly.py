@@ -37,6 +37,7 @@ from router.adapter import (
 from router.adapter.attaching import Attaching
 from router.adapter.certificates import Certificates
 from router.adapter.connectors import Connectors
+from router.adapter.console import Console
 from router.adapter.effects import CoreTimers, Effects
 from router.adapter.events import Events
 from router.adapter.forwarder import Forwarder
@@ -133,13 +134,17 @@ def build_engine(*, core: Router, router_id: str,
                         vhost_sections=vhost_sections if vhost_sections is not None else {},
                         group=group, clock=clock)
     node = ManagementNode(core, forwarder, agent, effects.apply, policy) if management else None
+    console = Console(agent=agent, apply=effects.apply, policy=policy, node=node,
+                      router_id=router_id, edge_mode=core.edge_mode, defer=loop.defer,
+                      clock=clock)
+    http.console = console
     events = Events(router=core, transports=transports, pending=pending, forwarder=forwarder,
                     relay=relay, links=links, own=own, opening=opening, attaching=attaching,
                     effects=effects, connectors=connector_part, policy=policy,
                     management=node)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
-                 CoreTimers(core, effects.apply)):
+                 console, CoreTimers(core, effects.apply)):
         loop.add_part(part)
     return Engine(router=core, loop=loop, transports=transports, events=events,
                   forwarder=forwarder, listeners=listeners, connectors=connector_part,

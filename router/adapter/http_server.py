@@ -3,8 +3,10 @@ the router's own event loop.
 
 Owns the HTTP connections (parsed by h11): reading requests, answering
 ``/metrics`` with what the exposition function returns, ``/healthz``
-with whether the router is serving, and any other path with a file of
-the listener's ``httpRootDir``, writing the responses, and closing
+with whether the router is serving, handing the web console's paths to
+``router.adapter.console`` (whose answer may come later: the connection's
+next requests wait for it), any other path with a file of the listener's
+``httpRootDir``, writing the responses, and closing
 connections idle for a minute.  A request to upgrade to AMQP over
 WebSockets is answered by ``router.adapter.websockets`` and its socket
 handed over (``upgraded``) to be served as an AMQP connection.  A part
@@ -18,7 +20,7 @@ import mimetypes
 import select
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -26,6 +28,7 @@ import h11
 
 from router.adapter import websockets
 from router.adapter.connections import Listener
+from router.adapter.console import Console, HttpCall, is_console_path
 from router.adapter.loop import READ, WRITE, EventLoop
 from router.adapter.tls_pipe import TlsPipe, looks_like_tls
 from router.adapter.websockets import Channel
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 _IDLE_S = 60.0
 _TICK_S = 1.0
 _MAX_REQUEST = 16384
+_MAX_BODY = 65536
 _READABLE = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
 
 
@@ -63,8 +67,8 @@ def static_file(root: str, target: bytes) -> Path | None:
 
 
 class _HttpConn:
-    __slots__ = ("closing", "h11", "last", "out", "plain", "request", "sniff", "sock", "tls",
-                 "want_write")
+    __slots__ = ("body", "closing", "h11", "last", "out", "plain", "request", "sniff", "sock",
+                 "tls", "waiting", "want_write")
 
     def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
@@ -81,6 +85,10 @@ class _HttpConn:
         self.closing = False
         self.last = now
         self.request: h11.Request | None = None
+        #: The request's body so far; ``waiting``: its answer is to come
+        #: (the console asked another router).
+        self.body = bytearray()
+        self.waiting = False
 
 
 class HttpServer:
@@ -106,6 +114,8 @@ class HttpServer:
         #: Asked before an upgrade is accepted: why the new AMQP connection
         #: is refused (policy's connection limits), or None.
         self.admit: Callable[[socket.socket], str | None] = lambda sock: None
+        #: Serves the web console and its JSON endpoint (None: no console).
+        self.console: Console | None = None
 
     # -- sockets ----------------------------------------------------------------
 
@@ -192,10 +202,15 @@ class HttpServer:
     # -- HTTP ---------------------------------------------------------------------
 
     def _handle(self, fd: int, conn: _HttpConn, listener: Listener, data: bytes) -> None:
+        conn.h11.receive_data(data)
+        self._process(fd, conn, listener)
+
+    def _process(self, fd: int, conn: _HttpConn, listener: Listener) -> None:
+        """Answer the requests read so far, in order; one the console
+        answers later (another router's agent) holds up those behind it."""
         parser = conn.h11
         try:
-            parser.receive_data(data)
-            while True:
+            while not conn.waiting:
                 event = parser.next_event()
                 if event is h11.NEED_DATA or event is h11.PAUSED:
                     break
@@ -204,23 +219,40 @@ class HttpServer:
                     return
                 if isinstance(event, h11.Request):
                     conn.request = event
+                    conn.body.clear()
+                elif isinstance(event, h11.Data):
+                    conn.body += event.data
+                    if len(conn.body) > _MAX_BODY:
+                        raise h11.RemoteProtocolError("request body too large",
+                                                      error_status_hint=413)
                 elif isinstance(event, h11.EndOfMessage) and conn.request is not None:
                     if self._upgrade(fd, conn, listener, conn.request):
                         return
-                    self._respond(conn, listener, conn.request)
-                    conn.request = None
-                    if parser.our_state is h11.MUST_CLOSE:
+                    self._respond(fd, conn, listener, conn.request)
+                    if conn.waiting:
+                        return
+                    if not self._next_cycle(conn):
                         break
-                    parser.start_next_cycle()
         except h11.RemoteProtocolError as error:
             log.info("bad HTTP request on %s:%d: %s", listener.host, listener.port, error)
             if parser.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                self._send(conn, 400, b"bad request\n", "text/plain")
+                status = error.error_status_hint if error.error_status_hint >= 400 else 400
+                self._send(conn, status, f"bad request: {error}\n".encode(), "text/plain")
             conn.closing = True
             self._flush(fd, conn)
             return
         conn.closing = parser.our_state is h11.MUST_CLOSE
         self._flush(fd, conn)
+
+    @staticmethod
+    def _next_cycle(conn: _HttpConn) -> bool:
+        """Ready for the connection's next request (false: it must close)."""
+        conn.request = None
+        conn.body.clear()
+        if conn.h11.our_state is h11.MUST_CLOSE:
+            return False
+        conn.h11.start_next_cycle()
+        return True
 
     def _upgrade(self, fd: int, conn: _HttpConn, listener: Listener,
                  request: h11.Request) -> bool:
@@ -253,7 +285,8 @@ class HttpServer:
         self.upgraded(conn.sock, listener, channel, trailing)
         return True
 
-    def _respond(self, conn: _HttpConn, listener: Listener, request: h11.Request) -> None:
+    def _respond(self, fd: int, conn: _HttpConn, listener: Listener,
+                 request: h11.Request) -> None:
         settings = listener.settings
         path = request.target.split(b"?", 1)[0]
         method = request.method
@@ -269,10 +302,55 @@ class HttpServer:
             body = b"OK\n" if ok else b"shutting down\n"
             self._send(conn, 200 if ok else 503, body if method != b"HEAD" else b"",
                        "text/plain", length=len(body))
+        elif self.console is not None and settings.console and is_console_path(
+                path.decode("latin-1"), settings.http_root_dir is not None):
+            self._console(fd, conn, listener, request)
         elif settings.http_root_dir is not None:
             self._file(conn, settings.http_root_dir, request)
         else:
             self._send(conn, 404, b"not found\n", "text/plain")
+
+    def _console(self, fd: int, conn: _HttpConn, listener: Listener,
+                 request: h11.Request) -> None:
+        """Hand the request to the console; its reply may come later (then
+        the connection's next requests wait for it)."""
+        assert self.console is not None
+        headers = dict(request.headers)
+        try:
+            peer = conn.sock.getpeername()
+        except OSError:  # the client is gone already; its answer goes nowhere
+            peer = ("", 0)
+        tls = conn.tls
+        call = HttpCall(method=request.method.decode("latin-1"),
+                        target=request.target.decode("latin-1"), body=bytes(conn.body),
+                        authorization=headers.get(b"authorization"), host=str(peer[0]),
+                        content_type=headers.get(b"content-type"),
+                        origin=headers.get(b"origin"), host_header=headers.get(b"host"),
+                        settings=listener.settings, encrypted=tls is not None,
+                        certificate=tls.peer_certificate() if tls is not None else None)
+        head = request.method == b"HEAD"
+        answered = False
+        synchronous = True
+
+        def reply(status: int, body: bytes, content_type: str,
+                  extra: Sequence[tuple[str, str]]) -> None:
+            nonlocal answered
+            if answered or self.conns.get(fd, (None,))[0] is not conn:
+                return  # answered, or the client went away meanwhile
+            answered = True
+            self._send(conn, status, b"" if head else body, content_type, length=len(body),
+                       extra=extra)
+            conn.waiting = False
+            if not synchronous:
+                if self._next_cycle(conn):
+                    self._process(fd, conn, listener)
+                else:
+                    conn.closing = True
+                    self._flush(fd, conn)
+
+        conn.waiting = True
+        self.console.serve(call, reply)
+        synchronous = False
 
     def _file(self, conn: _HttpConn, root: str, request: h11.Request) -> None:
         """A file of the listener's ``httpRootDir`` (a folder's
@@ -296,9 +374,9 @@ class HttpServer:
 
     @staticmethod
     def _send(conn: _HttpConn, status: int, body: bytes, content_type: str,
-              length: int | None = None) -> None:
+              length: int | None = None, extra: Sequence[tuple[str, str]] = ()) -> None:
         headers = [("Content-Type", content_type),
-                   ("Content-Length", str(len(body) if length is None else length))]
+                   ("Content-Length", str(len(body) if length is None else length)), *extra]
         parser = conn.h11
         out = conn.out if conn.tls is None else conn.plain
         out += parser.send(h11.Response(status_code=status, headers=headers)) or b""

@@ -44,7 +44,7 @@ MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
 Queued = tuple[bytes, Transfer | Fanout | None]
 
 
-class _Inbox(deque[tuple[bytes | Stream, Transfer | Fanout | None]]):
+class Inbox(deque[tuple[bytes | Stream, Transfer | Fanout | None]]):
     """The queue of an in-process consumer: what is appended is taken at once
     (a streamed message is refused before it gets here)."""
 
@@ -84,7 +84,7 @@ class ManagementNode:
         self.consumers: list[OutLink] = []
         for address in MANAGEMENT_ADDRESSES:
             link = router.in_process_attached(self.conn, address, name=address)
-            link.queue = _Inbox(self._queued)
+            link.queue = Inbox(self._queued)
             self.consumers.append(link)
         # Responses enter routing as if a client had sent them, pre-settled.
         self.sender = InLink(LinkId(0), self.conn, name="$management-reply", address=None,

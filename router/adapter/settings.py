@@ -88,6 +88,8 @@ class ListenerSettings(ConnectionSettings):
     metrics: bool
     healthz: bool
     websockets: bool
+    #: The web console and its JSON endpoint (``console``).
+    console: bool
     #: The folder of files it serves (``httpRootDir``), or None.
     http_root_dir: str | None
     #: An HTTP listener's TLS (its sslProfile; None: plain HTTP only), and
@@ -207,6 +209,7 @@ def listener_settings(section: conf.ListenerSection,
         metrics=section.metrics,
         healthz=section.healthz,
         websockets=section.websockets,
+        console=section.console,
         http_root_dir=section.http_root_dir,
         multi_tenant=section.multi_tenant,
         **_connection_settings(section),

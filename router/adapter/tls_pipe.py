@@ -67,6 +67,15 @@ class TlsPipe:
         else:
             self.pending += plain
 
+    def peer_certificate(self) -> dict[str, object] | None:
+        """The client certificate the handshake checked (None: none)."""
+        if not self.handshaken:
+            return None
+        try:
+            return dict(self.obj.getpeercert() or {}) or None
+        except ValueError:
+            return None
+
     def wire(self) -> bytes:
         """What is to be written to the socket now."""
         return self.outgoing.read()

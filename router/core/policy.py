@@ -388,6 +388,22 @@ class Policy:
         counts.per_host[host] += 1
         return Grant(name, host, vhost, authenticated, group, counts=counts)
 
+    def visitor(self, *, user: str, host: str, forced_vhost: str | None = None) -> Grant | None:
+        """What an authenticated user of an HTTP listener (the web console)
+        holds: the group policy puts it in, in the listener's ``policyVhost``
+        or else the default vhost; nothing is counted, as no AMQP connection
+        is made.  None: policy admits the user nowhere."""
+        if not self.enabled:
+            return Grant(user, host, authenticated=True)
+        vhost = self._vhost(forced_vhost)
+        if vhost is None:
+            return None
+        group_name = vhost.group_of(user)
+        group = vhost.groups.get(group_name) if group_name is not None else None
+        if group is None or not _host_allowed(group.remote_hosts, host):
+            return None
+        return Grant(user, host, vhost, True, group)
+
     def connector(self, vhost_name: str, host: str) -> Grant | Denied:
         """An outgoing connection whose connector names ``policyVhost``: the
         peer may attach what that vhost's ``$connector`` group allows.  A

@@ -24,7 +24,7 @@ from router.core.amqp import (
 )
 from router.management.agent import Request, Response
 
-__all__ = ["decode_request", "encode_response"]
+__all__ = ["decode_request", "encode_request", "encode_response"]
 
 _WHAT = "management request"
 
@@ -74,4 +74,18 @@ def encode_response(response: Response, *, to: str, correlation_id: object) -> b
                        {"statusCode": Int(response.status),
                         "statusDescription": response.description}, COMPACT),
         encode_section(VALUE, response.body, COMPACT),
+    ))
+
+
+def encode_request(request: Request, *, to: str) -> bytes:
+    """A request message to the management node at ``to``, the way
+    qdmanage sends one: application properties (text values), reply-to and
+    correlation-id, an amqp-value body.  Its response decodes with
+    ``decode_request`` (statusCode and statusDescription among the
+    properties)."""
+    return b"".join((
+        encode_section(PROPERTIES, [None, None, to, None, request.reply_to,
+                                    request.correlation_id], COMPACT),
+        encode_section(APPLICATION_PROPERTIES, dict(request.properties), COMPACT),
+        encode_section(VALUE, request.body, COMPACT),
     ))

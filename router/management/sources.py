@@ -270,6 +270,7 @@ class RouterNodes(ReadOnly):
                 protocolVersion=node.protocol_version,
                 instance=node.instance,
                 linkState=[peer for peer, _ in node.peers],
+                linkCosts=dict(node.peers),
                 nextHop=None if node.is_self or node.next_hop == node.id else node.next_hop,
                 validOrigins=list(node.valid_origins),
                 address=f"amqp:/_topo/0/{node.id}",

@@ -336,6 +336,8 @@ class NodeStatistics:
     protocolVersion: int | None = integer("routing protocol version")
     instance: int | None = integer("the router's start time, epoch seconds")
     linkState: list[str] = items("the router's neighbours")
+    linkCosts: dict[str, object] = mapping(
+        "the cost of the link to each neighbour (a Hop extension)")
     nextHop: str | None = text("neighbour through which the router is reached (null: a neighbour)")
     validOrigins: list[str] = items("routers whose multicast this router forwards to it")
     address: str = text("the address of the router (its agent: this address and /$management)")

@@ -4,10 +4,8 @@ log in with a user name and password."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import attrs
 import pytest
 from proton import ConnectionException, Delivery, SSLDomain
 from proton.utils import BlockingConnection
@@ -18,28 +16,13 @@ from tests.system.conftest import StartRouter
 from tests.system.harness import Hop
 from tests.system.mgmt import Management
 from tests.system.network import interior_conf
-
-PASSWORD = "correct horse"
-
-
-@attrs.frozen
-class Users:
-    config_dir: Path
-    config_name: str
+from tests.system.sasl_users import PASSWORD, Users, make_users
 
 
 @pytest.fixture(scope="module")
 def users(tmp_path_factory: pytest.TempPathFactory) -> Users:
     """A Cyrus SASL configuration whose sasldb knows alice@hop (and router@hop)."""
-    directory = tmp_path_factory.mktemp("sasl")
-    db = directory / "users.sasldb"
-    for user in ("alice", "router"):
-        subprocess.run(["saslpasswd2", "-c", "-p", "-f", str(db), "-u", "hop", user],
-                       input=PASSWORD, text=True, check=True, timeout=30)
-    (directory / "hop-test.conf").write_text(
-        f"pwcheck_method: auxprop\nauxprop_plugin: sasldb\nsasldb_path: {db}\n"
-        "mech_list: PLAIN ANONYMOUS EXTERNAL\n")
-    return Users(directory, "hop-test")
+    return make_users(tmp_path_factory.mktemp("sasl"))
 
 
 @pytest.fixture(scope="module")

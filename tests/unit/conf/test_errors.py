@@ -383,7 +383,8 @@ def test_console_section_is_accepted_with_a_warning(caplog: pytest.LogCaptureFix
     assert conf.listeners == ()
     assert caplog.messages == [
         "hopd.conf:1:1: section 'console' is accepted and ignored: "
-        "deprecated in qdrouterd; Hop serves no web console"
+        "deprecated in qdrouterd; Hop's console is served by listeners with http: yes "
+        "(their console attribute)"
     ]
 
 

@@ -341,3 +341,17 @@ def test_source_and_target_patterns_are_address_patterns_with_the_user(
     sending = policy.attach(grant, sender=True, address=address)
     receiving = policy.attach(grant, sender=False, address=address)
     assert (sending is None, receiving is None) == (allowed, allowed)
+
+
+def test_a_console_user_gets_its_group_without_being_counted_as_a_connection() -> None:
+    writers = {"users": "alice", "management": "write", "remoteHosts": "127.0.0.1"}
+    policy = Policy(enabled=True, vhosts=[vhost(allowUnknownUser=False,
+                                                groups={"w": writers})])
+    alice = policy.visitor(user="alice", host="127.0.0.1")
+    assert alice is not None and alice.group is policy.vhosts["$default"].groups["w"]
+    assert alice.authenticated and policy.may_manage(alice, "CREATE") is None
+    assert policy.counts["$default"].connections == 0, "an HTTP request is no connection"
+    assert policy.visitor(user="alice", host="10.1.1.1") is None, "not from remoteHosts"
+    assert policy.visitor(user="mallory", host="127.0.0.1") is None, "in no group"
+    free = Policy().visitor(user="anyone", host="h")
+    assert free is not None and Policy().may_manage(free, "DELETE") is None
