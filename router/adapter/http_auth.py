@@ -61,8 +61,9 @@ def basic_credentials(header: bytes | None) -> Credentials | None:
 
 
 def certificate_subject(certificate: dict[str, object] | None) -> str | None:
-    """A peer certificate's subject as ``CN=...,O=...`` (most specific
-    first, as RFC 4514 writes it), or None."""
+    """A peer certificate's subject as RFC 4514 writes it (its names in
+    reverse order: ``O=...,CN=...`` for a certificate that lists CN first),
+    as AMQP connections authenticated by certificate show it; or None."""
     if not certificate:
         return None
     subject = certificate.get("subject")

@@ -6,6 +6,7 @@ TLS (wss)."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import ssl
@@ -82,6 +83,18 @@ def test_authenticate_peer_needs_a_client_certificate(start_router: StartRouter,
     with pytest.raises((ssl.SSLError, OSError)):
         _get(port, _client_context(pki))
     assert _get(port, _client_context(pki, cert=True)) == (200, b"HTTP test\n")
+
+
+def test_a_client_certificate_logs_in_to_the_console(start_router: StartRouter,
+                                                    tmp_path: Path) -> None:
+    """The certificate's subject is the console's user; with no vhost policy
+    an authenticated user may change the router (docs/operations.md#who-may-do-what)."""
+    hop, pki = _start(start_router, tmp_path, "    requireSsl: yes\n    authenticatePeer: yes\n")
+    status, body = _get(hop.ports[1], _client_context(pki, cert=True), "/api/v1/whoami")
+    assert status == 200
+    me = json.loads(body)
+    assert (me["user"], me["write"], me["authenticated"]) == (
+        "O=Hop tests,CN=app-client", True, True), "the subject as AMQP connections show it"
 
 
 def test_garbage_after_a_tls_record_header_closes_only_that_connection(
