@@ -9,6 +9,7 @@ in one ``ConfError``.  Must not import the router, proton or click.
 from addressing import Direction, Distribution
 from conf.build import build_section, role_problem, section_attributes
 from conf.connections import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
     LINK_CAPACITY,
     RETRY_DROPPED_S,
     RETRY_FAILED_S,
@@ -58,6 +59,7 @@ from conf.types import parse_boolean, port_number
 
 __all__ = [
     "DEFAULT_CONF_TEXT",
+    "DEFAULT_HANDSHAKE_TIMEOUT_S",
     "DEFAULT_LOG_ENABLE",
     "DEFAULT_LOG_OUTPUT",
     "DEFAULT_LOG_SOURCE",

@@ -207,9 +207,14 @@ def _check_failover_urls(text: str) -> str | None:
             host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "5672")
         if not host:
             return f"bad failover URL {raw.strip()!r}: no host"
-        if not port.isdigit() or not 0 < int(port) < 65536:
+        if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             return f"bad failover URL {raw.strip()!r}: bad port {port!r}"
     return None
+
+
+#: How long an accepted connection may take to finish its handshake when the
+#: listener says nothing (docs/compatibility.md#slow-clients).
+DEFAULT_HANDSHAKE_TIMEOUT_S = 60
 
 
 @attrs.frozen(kw_only=True)
@@ -279,12 +284,16 @@ class ListenerSection(Section, _ConnectionHelpers):
     max_sessions: int = attrs.field(default=32768, metadata=_MAX_SESSIONS)
     max_session_frames: int = attrs.field(default=0, metadata=_MAX_SESSION_FRAMES)
     idle_timeout_seconds: int = attrs.field(default=16, metadata=_IDLE_TIMEOUT)
-    initial_handshake_timeout_seconds: int = attrs.field(
-        default=0,
+    initial_handshake_timeout_seconds: int | None = attrs.field(
+        default=None,
         metadata=setting(
             "initialHandshakeTimeoutSeconds",
             IntegerType(0, INT32_MAX),
-            "close connections that send no OPEN within this time; 0 disables",
+            "close connections that have not finished their handshake within this time: "
+            "the AMQP header, TLS, SASL and OPEN (an HTTP listener: its first request, "
+            "counted from the accept, and each later one from its first byte); 0 disables",
+            default_doc=f"{DEFAULT_HANDSHAKE_TIMEOUT_S} (qdrouterd's default, 0, lets a "
+            "silent client hold its connection forever)",
         ),
     )
     strip_annotations: StripAnnotations = attrs.field(

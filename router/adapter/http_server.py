@@ -46,6 +46,8 @@ _IDLE_S = 60.0
 _TICK_S = 1.0
 _MAX_REQUEST = 16384
 _MAX_BODY = 65536
+_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain\r\n"
+              b"Content-Length: 16\r\nConnection: close\r\n\r\nrequest timeout\n")
 _READABLE = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
 
 
@@ -67,8 +69,8 @@ def static_file(root: str, target: bytes) -> Path | None:
 
 
 class _HttpConn:
-    __slots__ = ("body", "closing", "h11", "last", "out", "plain", "request", "sniff", "sock",
-                 "tls", "waiting", "want_write")
+    __slots__ = ("body", "closing", "h11", "last", "out", "plain", "request", "since", "sniff",
+                 "sock", "tls", "waiting", "want_write")
 
     def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
@@ -89,6 +91,9 @@ class _HttpConn:
         #: (the console asked another router).
         self.body = bytearray()
         self.waiting = False
+        #: When the request being read began arriving, or the connection
+        #: was accepted (None: no request is awaited).
+        self.since: float | None = now
 
 
 class HttpServer:
@@ -181,11 +186,25 @@ class HttpServer:
         return self._next_tick if self.conns else None
 
     def tick(self, now: float) -> None:
-        """Close connections idle for a minute."""
+        """Close connections idle for a minute, and those whose request (its
+        TLS handshake included) has not arrived complete within the
+        listener's handshake time: a slow client holds a connection for a
+        bounded time only."""
         self._next_tick = now + _TICK_S
-        for fd, (conn, _) in list(self.conns.items()):
+        for fd, (conn, listener) in list(self.conns.items()):
+            limit = listener.settings.initial_handshake_timeout_s
             if now - conn.last > _IDLE_S:
                 self._close(fd)
+            elif conn.since is not None and limit and not conn.waiting and \
+                    not conn.closing and now - conn.since > limit:
+                log.info("HTTP request on %s:%d not complete within %d s: closed",
+                         listener.host, listener.port, limit)
+                if conn.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE) and (
+                        conn.tls is None or conn.tls.handshaken):
+                    # Written by hand: h11 answers only a request it has read.
+                    (conn.out if conn.tls is None else conn.plain).extend(_TIMED_OUT)
+                conn.closing = True
+                self._flush(fd, conn)
 
     def close(self) -> None:
         """Close every HTTP connection."""
@@ -202,6 +221,8 @@ class HttpServer:
     # -- HTTP ---------------------------------------------------------------------
 
     def _handle(self, fd: int, conn: _HttpConn, listener: Listener, data: bytes) -> None:
+        if data and conn.since is None:
+            conn.since = conn.last
         conn.h11.receive_data(data)
         self._process(fd, conn, listener)
 
@@ -244,11 +265,12 @@ class HttpServer:
         conn.closing = parser.our_state is h11.MUST_CLOSE
         self._flush(fd, conn)
 
-    @staticmethod
-    def _next_cycle(conn: _HttpConn) -> bool:
+    def _next_cycle(self, conn: _HttpConn) -> bool:
         """Ready for the connection's next request (false: it must close)."""
         conn.request = None
         conn.body.clear()
+        # The next request's time starts now if it has begun arriving.
+        conn.since = self._clock() if conn.h11.trailing_data[0] else None
         if conn.h11.our_state is h11.MUST_CLOSE:
             return False
         conn.h11.start_next_cycle()

@@ -200,7 +200,9 @@ def listener_settings(section: conf.ListenerSection,
         host=section.host or "0.0.0.0",
         authenticate_peer=section.authenticate_peer,
         require_encryption=section.require_encryption,
-        initial_handshake_timeout_s=section.initial_handshake_timeout_seconds,
+        initial_handshake_timeout_s=conf.DEFAULT_HANDSHAKE_TIMEOUT_S
+        if section.initial_handshake_timeout_seconds is None
+        else section.initial_handshake_timeout_seconds,
         failover=tuple(parse_failover_urls(section.failover_urls or "")),
         # An httpRootDir makes the listener speak HTTP, as in qdrouterd.
         http=http,

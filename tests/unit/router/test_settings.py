@@ -67,7 +67,6 @@ SAME_VALUES = {
     "maxSessionFrames": "max_session_frames", "policyVhost": "policy_vhost",
     "authenticatePeer": "authenticate_peer", "requireEncryption": "require_encryption",
     "allowInsecureMechanisms": "allow_insecure_mechanisms",
-    "initialHandshakeTimeoutSeconds": "initial_handshake_timeout_s",
     "http": "http", "metrics": "metrics", "healthz": "healthz",
 }
 
@@ -93,6 +92,14 @@ def test_a_default_section_gives_the_schema_s_defaults(
     else:
         assert (made.retry_failed_s, made.retry_dropped_s) == (conf.RETRY_FAILED_S,
                                                                conf.RETRY_DROPPED_S)
+
+
+def test_a_listener_bounds_the_handshake_unless_told_not_to() -> None:
+    assert listener_settings(listener()).initial_handshake_timeout_s == 60
+    assert listener_settings(listener(initial_handshake_timeout_seconds=5)
+                             ).initial_handshake_timeout_s == 5
+    assert listener_settings(listener(initial_handshake_timeout_seconds=0)
+                             ).initial_handshake_timeout_s == 0, "0: qdrouterd's none"
 
 
 def test_a_link_capacity_of_zero_means_the_default() -> None:
