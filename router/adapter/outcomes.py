@@ -234,6 +234,10 @@ class Outcomes:
         if type(ref) is Transfer:
             d = ref.in_delivery
             done = False  # d settled already
+            if d is None and not settled and state in TERMINAL_STATES:
+                # Its producer is gone: nothing upstream will ever settle
+                # this copy, so the router does, now that its consumer decided.
+                settled = 1
             if d is not None and state:
                 if state == ACCEPTED:
                     if settled and not self.streams:
@@ -429,14 +433,27 @@ class Outcomes:
 
     def lose_incoming(self, il: InLink) -> None:
         """A producer went away (docs/routing.md#when-a-link-or-connection-goes):
-        anycast copies carry on unlinked;
-        multicast copies are settled MODIFIED toward their consumers."""
+        anycast copies carry on unlinked, settled here once their consumer
+        has decided (now, or when it does); multicast copies are settled
+        MODIFIED toward their consumers."""
         unsettled = il.unsettled
         il.unsettled = {}
         whole(il)
         for ref in unsettled.values():
             ref.in_delivery = None
-            if type(ref) is Fanout:
+            if type(ref) is Transfer:
+                od, ol = ref.out_delivery, ref.out_link
+                if od is not None and ol is not None and \
+                        pn_delivery_remote_state(od) in TERMINAL_STATES:
+                    # Its consumer decided but waits for the producer to
+                    # settle first, which will never come: settle it here.
+                    ol.unsettled.pop(od, None)
+                    if ref.target is not None:
+                        ref.target.outstanding -= 1
+                        ref.target = None
+                    pn_delivery_settle(od)
+                    self.dirty.add(ol.conn.handle)
+            elif type(ref) is Fanout:
                 for od, ol in ref.copies.items():
                     ol.unsettled.pop(od, None)
                     lib.pn_disposition_set_failed(pn_delivery_local(od), True)
