@@ -452,7 +452,7 @@ class VhostSection(Section):
 
 def _check_group_address(text: str) -> str | None:
     parts = text.split(".")
-    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+    if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) < 256 for p in parts):
         return f"expected an IPv4 multicast address, got {text!r}"
     if not 224 <= int(parts[0]) <= 239:
         return f"{text!r} is not a multicast address (224.0.0.0 to 239.255.255.255)"

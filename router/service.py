@@ -68,7 +68,7 @@ def check_pidfile(path: str) -> None:
         return
     except OSError as exc:
         raise ServiceError(f"cannot read pidfile {path}: {exc.strerror}") from None
-    if text.isdigit() and _running_hopd(int(text)):
+    if text.isascii() and text.isdigit() and _running_hopd(int(text)):
         raise ServiceError(f"pidfile {path} names a running hopd (pid {text}); "
                            "stop it first or use another pidfile")
 
@@ -191,7 +191,7 @@ class Daemon:
         status, _, message = text.partition(":")
         if message:
             print(message, file=sys.stderr)
-        return int(status) if status.isdigit() else 1
+        return int(status) if status.isascii() and status.isdigit() else 1
 
     def ready(self) -> None:
         """The router is operational: let the parent exit 0, and let go of the

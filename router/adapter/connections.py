@@ -261,7 +261,7 @@ def failover_server_list(properties: object) -> list[Endpoint] | None:
         fields = {str(k): v for k, v in entry.items()}
         host = fields.get("network-host")
         port = str(fields.get("port") or "5672")
-        if not isinstance(host, str) or not host or not port.isdigit():
+        if not isinstance(host, str) or not host or not (port.isascii() and port.isdigit()):
             continue
         scheme = fields.get("scheme")
         endpoints.append(Endpoint(host, int(port), scheme if isinstance(scheme, str) else None))

@@ -18,6 +18,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+import router as router_package
 from router.adapter.forwarder import Forwarder
 from router.core import (
     Connection,
@@ -94,10 +95,16 @@ class ManagementNode:
         self.pending.append((data, ref))
 
     def serve(self) -> None:
-        """Answer every request delivered since the last call."""
+        """Answer every request delivered since the last call; one that fails
+        unexpectedly is logged and costs nothing more."""
         pending, self.pending = self.pending, []
         for data, ref in pending:
-            self._serve_one(data, ref)
+            try:
+                self._serve_one(data, ref)
+            except Exception:
+                log.exception("internal error answering a management request")
+                if router_package.RAISE_INTERNAL_ERRORS:
+                    raise
 
     def _serve_one(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         for link in self.consumers:

@@ -59,7 +59,7 @@ def parse_failover_urls(text: str) -> list[Endpoint]:
             host, port = entry.rsplit(":", 1)
         if not host:
             raise ValueError(f"bad failover URL {raw.strip()!r}: no host")
-        if not port.isdigit() or not 0 < int(port) < 65536:
+        if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise ValueError(f"bad failover URL {raw.strip()!r}: bad port {port!r}")
         endpoints.append(Endpoint(host, int(port), scheme))
     return endpoints

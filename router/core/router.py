@@ -132,7 +132,7 @@ def waypoint_ordinal(capabilities: Iterable[str]) -> int | None:
             return 1
         if cap.startswith(WAYPOINT_CAPABILITY + "."):
             tail = cap[len(WAYPOINT_CAPABILITY) + 1 :]
-            if tail.isdigit() and 1 <= int(tail) <= 9:
+            if tail.isascii() and tail.isdigit() and 1 <= int(tail) <= 9:
                 return int(tail)
     return None
 

@@ -191,7 +191,7 @@ def _kind(value: object) -> str:
 def _integer(value: object, what: str, default: int) -> int:
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)  # qdrouterd's agent takes "100" too (its own tests send it)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ManagementError(400, f"{what} must be an integer, got {_kind(value)}")

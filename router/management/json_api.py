@@ -140,7 +140,7 @@ def parse(method: str, target: str, body: bytes) -> Call | Answer:
 def _count(text: str | None, what: str) -> int | Answer | None:
     if text is None or text == "":
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit
         return error(400, f"{what} must be a whole number, got {text!r}")
     return int(text)
 

@@ -142,11 +142,15 @@ class Array:
     ``code`` is the element constructor's format code (``0xA3`` symbol,
     ``0xA1`` string ...), normalised so that other widths of the same type
     (``0xB3``, ``0xB1`` ...) compare equal. Encoding supports string and
-    symbol arrays only.
+    symbol arrays, and writes an array of another type back as it was
+    decoded (``raw``: its whole encoding, constructor included), so that a
+    value the router only passes on, such as a request's correlation-id,
+    goes back unchanged.
     """
 
     code: int = attrs.field(converter=_array_code)
     items: tuple[object, ...] = attrs.field(converter=_as_tuple)
+    raw: bytes | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

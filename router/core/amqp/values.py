@@ -130,6 +130,8 @@ def _composite(style: EncodingStyle, small: int, large: int, body: bytes, count:
 
 def _encode_array(value: Array) -> bytes:
     if value.code not in (0xA1, 0xB1, 0xA3, 0xB3):
+        if value.raw is not None:
+            return value.raw  # as it was decoded
         raise TypeError(f"cannot encode an array of format code 0x{value.code:02x}")
     symbol = value.code in (0xA3, 0xB3)
     payloads = []
@@ -303,11 +305,15 @@ def _body(data: bytes, code: int, pos: int, end: int, depth: int) -> tuple[objec
         raw = data[start:stop]
         if code == 0xA0 or code == 0xB0:
             return raw, stop
+        symbol = bool(code & 0x02)
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("ascii" if symbol else "utf-8")
         except UnicodeDecodeError:
-            raise PeerProtocolError(f"text at offset {pos - 1} is not valid UTF-8") from None
-        return (Symbol(text) if code & 0x02 else text), stop
+            # A symbol is ASCII (AMQP 1.0 part 1, section 1.6.21), a string UTF-8.
+            what = "symbol" if symbol else "text"
+            raise PeerProtocolError(f"{what} at offset {pos - 1} is not valid "
+                                    f"{'ASCII' if symbol else 'UTF-8'}") from None
+        return (Symbol(text) if symbol else text), stop
     fixed = _FIXED.get(code)
     if fixed is not None:
         read, size, wrap = fixed
@@ -356,8 +362,10 @@ def _body(data: bytes, code: int, pos: int, end: int, depth: int) -> tuple[objec
                 raise _truncated(at)
             inner = data[first]
             items = _items(data, inner, count, first + 1, stop, depth + 1, at)
-            return Array(element, [Described(descriptor, item) for item in items]), stop
-        return Array(element, _items(data, element, count, first + 1, stop, depth + 1, at)), stop
+            return Array(element, [Described(descriptor, item) for item in items],
+                         bytes(data[at:stop])), stop
+        return Array(element, _items(data, element, count, first + 1, stop, depth + 1, at),
+                     bytes(data[at:stop])), stop
     if code == 0x00:
         descriptor, pos = _value(data, pos, end, depth + 1)
         value, pos = _value(data, pos, end, depth + 1)

@@ -77,6 +77,19 @@ def test_the_response_carries_status_and_correlation_id() -> None:
     assert message.body == {"a": 1} and message.durable is False
 
 
+def test_a_correlation_id_of_any_type_goes_back_as_it_came() -> None:
+    # An array of ints (or of nulls: found by the fuzzer) as correlation-id:
+    # the encoder writes only string and symbol arrays itself.
+    for array in (b"\xe0\x05\x03\x54\x01\x02\x03", b"\xe0\x02\x01\x40"):
+        request = (b"\x00\x53\x73\xc0" + bytes((len(array) + 8, 6)) + b"\x40\x40\x40\x40"
+                   b"\xa1\x01r" + array)
+        decoded = decode_request(request)
+        assert decoded.reply_to == "r"
+        data = encode_response(Response(status=200, description="OK"), to="r",
+                               correlation_id=decoded.correlation_id)
+        assert array in data
+
+
 def test_create_validates_attributes_against_the_schema() -> None:
     a = agent()
     ok = call(a, {"prefix": "a", "distribution": "multicast"}, operation="CREATE",
@@ -134,6 +147,9 @@ def test_query_pages_with_offset_and_count() -> None:
     unknown = call(a, {"attributeNames": ["name", "nope"]}, operation="QUERY",
                    entityType=ADDRESS, name="self")
     assert unknown.status == 404
+    # Digits outside ASCII ("²") are refused, not a failure (found by the fuzzer).
+    odd = call(a, {}, operation="QUERY", entityType=ADDRESS, name="self", count="²")
+    assert (odd.status, a.failures) == (400, 2)
 
 
 def test_a_query_may_name_the_entity_type_queried_as_its_type() -> None:

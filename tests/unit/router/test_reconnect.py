@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from router.adapter.connections import failover_server_list
 from router.core.reconnect import (
     AcceptBackoff,
     Endpoint,
@@ -42,8 +43,8 @@ def test_max_attempts_gives_up() -> None:
 def test_failover_urls_parse_with_defaults_and_ipv6() -> None:
     assert parse_failover_urls(" h1:5673, amqps://h2 ,[::1]:7000,, ") == [
         Endpoint("h1", 5673), Endpoint("h2", 5672, "amqps"), Endpoint("::1", 7000)]
-    for bad in ("h1:port", ":5672", "h1:70000", "[::1"):
-        with pytest.raises(ValueError):
+    for bad in ("h1:port", ":5672", "h1:70000", "[::1", "h1:5²"):
+        with pytest.raises(ValueError, match="bad failover URL"):
             parse_failover_urls(bad)
 
 
@@ -94,3 +95,13 @@ def test_accepting_pauses_longer_after_each_failure_and_reports_once_per_interva
     backoff.failed(115.0)
     backoff.resume()
     assert backoff.succeeded(121.0) == 2, "every failure since the last recovery report"
+
+
+def test_a_peer_s_failover_list_keeps_only_entries_with_a_host_and_a_port() -> None:
+    announced = {"failover-server-list": [
+        {"network-host": "h1", "port": "5²"},          # a digit only to str.isdigit
+        {"network-host": "h2", "port": "6000", "scheme": "amqps"},
+        {"port": "7000"}, "not a map", {"network-host": "h3"}]}
+    assert failover_server_list(announced) == [Endpoint("h2", 6000, "amqps"),
+                                               Endpoint("h3", 5672)]
+    assert failover_server_list({"other": 1}) is None

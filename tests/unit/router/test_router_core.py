@@ -145,6 +145,8 @@ def test_waypoint_capability_overrides_phases() -> None:
 
 @pytest.mark.parametrize(("caps", "expected"), [
     ((), None), (("qd.waypoint",), 1), (("x", "qd.waypoint.9"), 9), (("qd.waypoint.10",), None),
+    # A digit to str.isdigit that int() refuses: no ordinal, no failure.
+    (("qd.waypoint.²",), None),
 ])
 def test_waypoint_ordinal(caps: tuple[str, ...], expected: int | None) -> None:
     assert waypoint_ordinal(caps) == expected

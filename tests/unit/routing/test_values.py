@@ -95,6 +95,9 @@ def test_decode_returns_the_offset_after_the_value() -> None:
         (b"\xc1\x03\x01\x54\x01", "odd count"),
         (b"\xc1\x03\x02\x45\x40", "unhashable"),
         (b"\xa1\x02\xff\xfe", "UTF-8"),
+        # A symbol is ASCII: what the encoder could not write back is refused
+        # as it arrives (found by the fuzzer).
+        (b"\xa3\x02\xc5\x9a", "symbol at offset 0 is not valid ASCII"),
         (b"\x56\x07", "boolean"),
         (b"\x01", "invalid amqp format code 0x01"),
         (b"\xd0\x00\x00\x00\x02\x00\x00", "truncated"),
@@ -119,6 +122,8 @@ def test_nesting_is_bounded() -> None:
 
 def test_array_of_zero_width_elements_is_bounded_by_its_size() -> None:
     assert decode_one(b"\xe0\x02\x03\x40") == Array(0x40, [None, None, None])
+    # Written back as it came: the encoder writes only text arrays itself.
+    assert encode(decode_one(b"\xe0\x02\x03\x40")) == b"\xe0\x02\x03\x40"
     with pytest.raises(PeerProtocolError, match="claims"):
         decode_one(b"\xf0\x00\x00\x00\x05\xff\xff\xff\xff\x40")
 

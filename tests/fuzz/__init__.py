@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of the router's decoders: ``python -m tests.fuzz``."""
