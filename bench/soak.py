@@ -9,11 +9,11 @@ and a RabbitMQ node as route container of R0.  Traffic, every message
 numbered and every outcome counted (bench.soak_clients):
 
 - bulk: the benchmark's C load generator (hop-send on R0 to hop-recv on
-  R1, 100 B, unsettled) at half the rate it reached alone in a calibration
-  run at the start: most of the routers' load;
-- anycast (balanced): a producer on each interior and one on the edge, two
-  consumers of each address on other routers; together at half of what the
-  same producers reached in a calibration run;
+  R1, 100 B, unsettled) at half the rate it reached in a calibration run
+  beside all the rest: most of the routers' load (the Python clients below
+  cost far more CPU per message than the routers do);
+- anycast (balanced): a producer on each interior and one on the edge
+  (``--rate`` each), two consumers of each address on other routers;
 - multicast: one producer on R0 to consumers on R0 and R1;
 - request/response: requesters that connect, attach a dynamic reply-to,
   ask a batch of questions through the network and leave, again and again;
@@ -91,7 +91,6 @@ class Plan:
     """When things happen, in seconds from the start of the traffic."""
 
     seconds: float
-    calibrate_s: float
     calibrate_bulk: int
     warmup_s: float
     kill_every_s: float
@@ -100,17 +99,21 @@ class Plan:
     broker_restart_s: float
     sample_every_s: float
 
+    # Memory after warm-up: the median over this window, before any restart.
+    window_s: float
+
     @classmethod
     def for_minutes(cls, minutes: float) -> Plan:
         seconds = minutes * 60.0
-        every = 240.0 if minutes >= 10 else seconds / 3
-        restarts = tuple(t for t in _frange(every * 0.75, seconds - 20.0, every))
-        return cls(seconds=seconds, calibrate_s=15.0 if minutes >= 10 else 5.0,
-                   calibrate_bulk=200_000 if minutes >= 10 else 50_000,
-                   warmup_s=max(30.0, min(180.0, seconds * 0.1)),
-                   kill_every_s=45.0 if minutes >= 10 else 20.0, manage_every_s=5.0,
+        long = minutes >= 10
+        warmup = max(30.0, min(180.0, seconds * 0.1))
+        window = 60.0 if long else 15.0
+        every = 240.0 if long else 40.0
+        restarts = tuple(_frange(warmup + window + 5.0, seconds - 20.0, every))
+        return cls(seconds=seconds, calibrate_bulk=200_000 if long else 30_000, warmup_s=warmup,
+                   window_s=window, kill_every_s=45.0 if long else 20.0, manage_every_s=5.0,
                    restarts=restarts, broker_restart_s=seconds / 2,
-                   sample_every_s=5.0 if minutes >= 10 else 1.0)
+                   sample_every_s=5.0 if long else 1.0)
 
 
 def _frange(start: float, stop: float, step: float) -> Iterator[float]:
@@ -432,25 +435,8 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     clients.start("recv", "soak.lr.q", "anycast", clients.urls("R1"))
     time.sleep(3.0)  # the consumers' addresses reach every router
 
-    # The bulk flow's calibration, then the Python producers': each alone.
-    bins = build()
-    r0, r1 = nodes[0].url, nodes[1].url
-    n = plan.calibrate_bulk
-    recv = start([str(bins["hop-recv"]), r1, "soak.bulk", "--count", str(n)])
-    time.sleep(1.0)
-    sent = finish(start([str(bins["hop-send"]), r0, "soak.bulk", "--count", str(n)]), 120)
-    finish(recv, 120)
-    bulk_capacity = float(sent["rate"])
 
-    # Calibration: the anycast producers as fast as credit lets them.
-    calibrating = [clients.start("send", address, "anycast", clients.urls(where),
-                                 "--rate", "0", "--seconds", str(plan.calibrate_s))
-                   for address, where in zip(any_addresses, producers_at, strict=True)]
-    for c in calibrating:
-        out, _ = c.proc.communicate(timeout=plan.calibrate_s + 120)
-        c.summary = json.loads([x for x in out.splitlines() if x.startswith("{")][-1])
-    capacity = sum(c.summary["accepted"] for c in calibrating if c.summary) / plan.calibrate_s
-    rate = capacity / 2 / len(any_addresses)
+    rate = args.rate
     producers = [clients.start("send", address, "anycast", clients.urls(where),
                                "--rate", f"{rate:.0f}")
                  for address, where in zip(any_addresses, producers_at, strict=True)]
@@ -460,6 +446,20 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
                                    "--rate", "50"))
     producers.append(clients.start("send", "soak.lr.q", "anycast", clients.urls("R3", "R1"),
                                    "--rate", "50"))
+    requesters = [clients.start("request", "soak.svc", "request",
+                                clients.urls(*order), "--batch", "20")
+                  for order in (("R0", "R2", "E0"), ("R3", "R1"))]
+
+    # The bulk flow's calibration, with all the rest running.
+    bins = build()
+    r0, r1 = nodes[0].url, nodes[1].url
+    n = plan.calibrate_bulk
+    recv = start([str(bins["hop-recv"]), r1, "soak.bulk", "--count", str(n), "--timeout", "300"])
+    time.sleep(1.0)
+    sent = finish(start([str(bins["hop-send"]), r0, "soak.bulk", "--count", str(n),
+                         "--timeout", "300"]), 330)
+    finish(recv, 330)
+    bulk_capacity = float(sent["rate"])
     bulk_rate = bulk_capacity / 2
     bulk_n = int(bulk_rate * plan.seconds)
     limit = str(plan.seconds + 600)
@@ -468,10 +468,6 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     time.sleep(0.5)
     bulk_send = start([str(bins["hop-send"]), r0, "soak.bulk", "--count", str(bulk_n),
                        "--rate", f"{bulk_rate:.0f}", "--timeout", limit])
-    requesters = [clients.start("request", "soak.svc", "request",
-                                clients.urls(*order), "--batch", "20")
-                  for order in (("R0", "R2", "E0"), ("R3", "R1"))]
-
     started = time.monotonic()
     restarts = list(plan.restarts)
     broker_restarted = False
@@ -546,7 +542,7 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     samples.take(end, nodes)
     samples.events.append((end, "clients gone"))
 
-    result: dict[str, Any] = {"capacity_msg_s": capacity, "rate_per_anycast_producer": rate,
+    result: dict[str, Any] = {"rate_per_anycast_producer": rate,
                               "bulk_capacity_msg_s": bulk_capacity, "bulk_rate": bulk_rate,
                               "bulk": bulk,
                               "management_ok": manage_ok, "management_failed": manage_failed,
@@ -680,7 +676,7 @@ def _memory(samples: Samples, plan: Plan, nodes: list[Node],
     memory: dict[str, Any] = {}
     for node in nodes:
         rows = samples.rows.get(node.name, [])
-        window = [r for r in rows if plan.warmup_s <= r[0] <= plan.warmup_s + 60.0]
+        window = [r for r in rows if plan.warmup_s <= r[0] <= plan.warmup_s + plan.window_s]
         if not rows or not window:
             continue
         warm = statistics.median(r[1] for r in window)
@@ -703,9 +699,9 @@ def _cpu_spans(rows: list[tuple[float, float, int, float]]) -> Iterator[float]:
 
 def _text(report: dict[str, Any]) -> str:
     lines = [f"soak on {report['flavour']}, {report['minutes']:g} minutes of traffic"]
-    if "capacity_msg_s" in report:
-        lines.append(f"calibration: {report['capacity_msg_s']:.0f} msg/s; anycast producers "
-                     f"at {report['rate_per_anycast_producer']:.0f} msg/s each")
+    if "totals" in report:
+        lines.append(f"anycast producers at {report['rate_per_anycast_producer']:.0f} msg/s "
+                     "each")
         t = report["totals"]
         b = report["bulk"]
         if b:
@@ -760,7 +756,8 @@ def _plot(path: Path, samples: Samples, plan: Plan, flavour: str, minutes: float
             ax.axvline(when / 60, color="grey", lw=0.5, ls=":")
         mem.annotate(what, (when / 60, 1.0), xycoords=("data", "axes fraction"),
                      rotation=90, fontsize=6, va="top", ha="right", color="grey")
-    mem.axvspan(plan.warmup_s / 60, (plan.warmup_s + 60) / 60, color="green", alpha=0.08)
+    mem.axvspan(plan.warmup_s / 60, (plan.warmup_s + plan.window_s) / 60, color="green",
+                alpha=0.08)
     mem.set_ylabel("resident MB")
     fds.set_ylabel("open fds")
     cpu.set_ylabel("CPU %")
@@ -777,6 +774,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--rate", type=float, default=100.0,
+                        help="messages per second of each Python anycast producer")
     parser.add_argument("--grace", type=float, default=60.0,
                         help="seconds for outcomes and consumers to drain at the end")
     parser.add_argument("--qdrouterd", default="", metavar="PATH",

@@ -1,0 +1,101 @@
+"""The soak's accounting (bench.soak) on records written by hand: what counts
+as lost, as a duplicate, as accepted; its schedule; the memory check."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench import soak
+from bench.soak_clients import RECORD
+
+
+def _record(path: Path, pairs: list[tuple[int, int]], torn: bool = False) -> Path:
+    data = b"".join(RECORD.pack(i, n) for i, n in pairs)
+    # A consumer killed in the middle of a write leaves part of a record.
+    path.write_bytes(data + (b"\x01\x02\x03" if torn else b""))
+    return path
+
+
+def _client(role: str, address: str, cid: int, kind: str, record: Path | None = None,
+            summary: dict[str, Any] | None = None) -> soak.Client:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return soak.Client(role, address, cid, proc, record, kind, summary)
+
+
+def _producer(cid: int, address: str, kind: str, generated: int, **lists: list[int]) -> soak.Client:
+    summary = {"generated": generated, "no_outcome": [], "not_resent": [],
+               "rejected_numbers": [], **lists}
+    return _client("send", address, cid, kind, summary=summary)
+
+
+def _clients(tmp_path: Path, members: list[soak.Client]) -> soak.Clients:
+    clients = soak.Clients(tmp_path, [])
+    clients.all.extend(members)
+    return clients
+
+
+def test_anycast_counts_a_message_once_whichever_consumer_took_it(tmp_path: Path) -> None:
+    a = _record(tmp_path / "a.rec", [(1, 0), (1, 2), (1, 3)])
+    b = _record(tmp_path / "b.rec", [(1, 1), (1, 3), (9, 4)], torn=True)
+    clients = _clients(tmp_path, [_producer(1, "q", "anycast", 4),
+                                  _client("recv", "q", 2, "anycast", a),
+                                  _client("recv", "q", 3, "anycast", b)])
+    lost, flows = soak._losses(clients)
+    assert lost == 0
+    assert flows["q"] == {"accepted": 4, "lost": 0, "duplicates": 1}
+
+
+def test_an_accepted_message_nobody_received_is_lost(tmp_path: Path) -> None:
+    a = _record(tmp_path / "a.rec", [(1, 0), (1, 1)])
+    clients = _clients(tmp_path, [_producer(1, "q", "anycast", 5, no_outcome=[3],
+                                            rejected_numbers=[4]),
+                                  _client("recv", "q", 2, "anycast", a)])
+    lost, flows = soak._losses(clients)
+    # 0..4 made; 3 never got an outcome and 4 was rejected, so only 2 is lost.
+    assert (lost, flows["q"]["accepted"], flows["q"]["lost"]) == (1, 3, 1)
+
+
+def test_multicast_wants_every_message_at_every_consumer(tmp_path: Path) -> None:
+    a = _record(tmp_path / "a.rec", [(1, 0), (1, 1), (1, 2)])
+    b = _record(tmp_path / "b.rec", [(1, 0), (1, 2), (1, 2)])
+    clients = _clients(tmp_path, [_producer(1, "mc", "multicast", 3),
+                                  _client("recv", "mc", 2, "multicast", a),
+                                  _client("recv", "mc", 3, "multicast", b)])
+    lost, flows = soak._losses(clients)
+    assert lost == 1
+    assert flows["mc"] == {"accepted": 3, "lost": 1, "duplicates": 1}
+
+
+def test_other_producers_and_addresses_do_not_count(tmp_path: Path) -> None:
+    a = _record(tmp_path / "a.rec", [(2, 0)])
+    clients = _clients(tmp_path, [_producer(1, "q", "anycast", 1),
+                                  _producer(2, "r", "anycast", 1),
+                                  _client("recv", "r", 3, "anycast", a)])
+    lost, flows = soak._losses(clients)
+    assert lost == 1
+    assert (flows["q"]["lost"], flows["r"]["lost"]) == (1, 0)
+
+
+def test_the_plan_restarts_in_the_run_and_the_broker_half_way() -> None:
+    plan = soak.Plan.for_minutes(30)
+    assert plan.seconds == 1800 and plan.broker_restart_s == 900
+    assert len(plan.restarts) >= 6 and all(0 < t < plan.seconds - 20 for t in plan.restarts)
+    short = soak.Plan.for_minutes(2)
+    assert len(short.restarts) == 2 and short.warmup_s + 60 < short.seconds
+
+
+def test_memory_fails_a_router_that_kept_growing_but_not_a_restarted_one() -> None:
+    plan = soak.Plan.for_minutes(2)
+    samples = soak.Samples()
+    samples.rows["R0"] = [(t, 40.0 + t / 10, 10, t / 10) for t in range(0, 130, 5)]
+    samples.rows["R1"] = [(t, 40.0, 10, t / 10) for t in range(0, 130, 5)]
+    samples.rows["R2"] = [(t, 40.0 + t / 10, 10, t / 10) for t in range(0, 130, 5)]
+    nodes = [soak.Node(name, "", 0, soak.HOP) for name in ("R0", "R1", "R2")]
+    nodes[2].restarts = 1
+    failures: list[str] = []
+    memory = soak._memory(samples, plan, nodes, failures)
+    assert [f.split(":")[0] for f in failures] == ["R0"]
+    assert memory["R1"]["final_mb"] == memory["R1"]["warm_mb"] == 40.0
