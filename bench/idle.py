@@ -1,10 +1,13 @@
-"""Opening many idle AMQP connections cheaply, for the memory scenario, and
+"""Opening many idle AMQP connections cheaply, for the memory scenarios, and
 probing a router for readiness.
 
 Each connection is a proton client transport driven by hand over a plain
 socket until the router's OPEN arrives; then only the socket is kept (the
 proton objects are dropped, so the bench's own memory stays small), and the
-connection just stays open.  Connections are opened a window at a time so
+connection just stays open.  With a ``consumer`` address each connection
+also attaches a receiving link from it and grants ``credit``, in the same
+write as its OPEN, and then reads nothing more: a stalled consumer, whose
+deliveries the router must hold unsettled.  Connections are opened a window at a time so
 that the router's listen backlog never overflows (an overflowing backlog
 drops SYNs, and the client then waits a second or more to retry).
 """
@@ -12,12 +15,13 @@ drops SYNs, and the client then waits a second or more to retry).
 from __future__ import annotations
 
 import contextlib
+import select
 import selectors
 import socket
 import time
 from collections.abc import Iterator
 
-from proton import Connection, Endpoint, Transport
+from proton import Connection, Endpoint, Message, Transport
 
 # Connections in the middle of their handshake at once: below both programs'
 # listen backlogs (hopd's 128; qdrouterd's proactor default is smaller).
@@ -27,7 +31,7 @@ WINDOW = 32
 class _Client:
     """A proton client connection over a blocking-free socket, pumped by hand."""
 
-    def __init__(self, port: int, n: int) -> None:
+    def __init__(self, port: int, n: int, consumer: str | None = None, credit: int = 0) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.transport = Transport()
         self.transport.sasl().allowed_mechs("ANONYMOUS")
@@ -35,6 +39,14 @@ class _Client:
         self.connection.container = f"idle-{n}"
         self.transport.bind(self.connection)
         self.connection.open()
+        if consumer is not None:
+            session = self.connection.session()
+            session.open()
+            link = session.receiver(f"stalled-{n}")
+            link.source.address = consumer
+            link.target.address = consumer
+            link.open()
+            link.flow(credit)
 
     def flush(self) -> None:
         while self.transport.pending() > 0:
@@ -43,7 +55,8 @@ class _Client:
             self.transport.pop(len(data))
 
     def read(self) -> None:
-        data = self.sock.recv(65536)
+        # No more than the transport takes at once.
+        data = self.sock.recv(max(1, min(65536, self.transport.capacity())))
         if data:
             self.transport.push(data)
         else:
@@ -56,8 +69,10 @@ class _Client:
 
 
 @contextlib.contextmanager
-def open_idle_connections(port: int, count: int, timeout: float = 120.0) -> Iterator[None]:
-    """Open ``count`` AMQP connections to ``port`` and hold them while inside."""
+def open_idle_connections(port: int, count: int, timeout: float = 120.0,
+                          consumer: str | None = None, credit: int = 0) -> Iterator[None]:
+    """Open ``count`` AMQP connections to ``port`` and hold them while inside
+    (each with a stalled consumer of ``consumer`` granting ``credit``, when given)."""
     socks: list[socket.socket] = []
     selector = selectors.DefaultSelector()
     pending = held = 0
@@ -65,7 +80,7 @@ def open_idle_connections(port: int, count: int, timeout: float = 120.0) -> Iter
         deadline = time.monotonic() + timeout
         while held < count:
             while pending < WINDOW and len(socks) < count:
-                conn = _Client(port, len(socks))
+                conn = _Client(port, len(socks), consumer, credit)
                 socks.append(conn.sock)
                 conn.flush()
                 selector.register(conn.sock, selectors.EVENT_READ, conn)
@@ -86,6 +101,51 @@ def open_idle_connections(port: int, count: int, timeout: float = 120.0) -> Iter
         selector.close()
         for sock in socks:
             sock.close()
+
+
+# A router lends a producer's link this many unsettled deliveries at most.
+LINK_WINDOW = 250
+
+
+@contextlib.contextmanager
+def send_unsettled(port: int, address: str, count: int, size: int = 100,
+                   timeout: float = 120.0) -> Iterator[int]:
+    """Send ``count`` unsettled messages of ``size`` bytes to ``address`` as
+    credit comes, on as many links as the routers' credit window asks for (a
+    router holds a link's credit back while its deliveries are unsettled),
+    keep the connection open while inside (the router holds what its
+    consumers did not settle), and yield how many were sent."""
+    conn = _Client(port, 0)
+    try:
+        session = conn.connection.session()
+        session.open()
+        links = []
+        for k in range(-(-count // LINK_WINDOW)):
+            link = session.sender(f"stalled-producer-{k}")
+            link.source.address = address
+            link.target.address = address
+            link.open()
+            links.append(link)
+        body = Message(body=b"x" * size).encode()
+        conn.flush()
+        sent = 0
+        deadline = time.monotonic() + timeout
+        while sent < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"credit for {sent} of {count} messages only")
+            for link in links:
+                while link.credit > 0 and sent < count:
+                    link.delivery(str(sent).encode())
+                    link.send(body)
+                    link.advance()
+                    sent += 1
+            conn.flush()
+            if select.select([conn.sock], [], [], 0.2)[0]:
+                conn.read()
+        conn.flush()
+        yield sent
+    finally:
+        conn.sock.close()
 
 
 def wait_ready(port: int, timeout: float = 60.0) -> None:

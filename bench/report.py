@@ -83,6 +83,10 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"RSS {s['rss_mb']:.0f} MB")
         if "kb_per_connection" in s:
             other.append(f"{s['kb_per_connection']:.1f} kB/conn")
+        if "kb_per_stalled_connection" in s:
+            other.append(f"{s['kb_per_stalled_connection']:.1f} kB/conn holding "
+                         f"{s['held_deliveries'] / s['connections']:.0f} deliveries, others at "
+                         f"{s['others_rate']:,.0f} msg/s")
         if "kb_per_address" in s:
             other.append(f"{s['kb_per_address']:.2f} kB/address")
         if "startup_s" in s:
@@ -226,6 +230,8 @@ def plot(path: Path, summary: dict[str, Record]) -> list[str]:
 # The scale figures, one panel each: (title, measurement, axis label, log axis).
 _SCALE_PANELS = (
     ("Idle AMQP connections: memory each", "kb_per_connection", "kB per connection", False),
+    ("Stalled consumers: memory per connection", "kb_per_stalled_connection",
+     "kB per connection", False),
     ("Configured addresses: start-up", "ready_s", "seconds until an attach is answered",
      True),
     ("Resident memory", "rss_mb", "MB", True),
@@ -316,6 +322,8 @@ def plot_scale(path: Path, summary: dict[str, Record]) -> bool:
 # Scale measurements compared side by side: (key, what, unit, format).
 _SCALE_COMPARED = (
     ("kb_per_connection", "memory per idle connection", "kB", ".1f"),
+    ("kb_per_stalled_connection", "memory per connection with a stalled consumer", "kB",
+     ".1f"),
     ("kb_per_address", "memory per configured address", "kB", ".2f"),
     ("startup_s", "start-up", "s", ".2f"),
     ("ready_s", "ready", "s", ".2f"),

@@ -287,6 +287,60 @@ def idle_connections(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale
     return run
 
 
+# What each stalled consumer grants before it stalls.
+STALLED_CREDIT = 10
+
+
+def stalled_consumers(flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
+    """Resident memory of a router holding many connections, each with a
+    consumer that granted ``STALLED_CREDIT``, took its share of a producer's
+    unsettled 100 B messages and stalled (it reads and settles nothing), so
+    the router holds every one of those deliveries; meanwhile another
+    producer and consumer still get their messages through (their rate)."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        from bench.idle import open_idle_connections, send_unsettled, wait_ready
+
+        n = scale.idle_connections
+        conf = router_conf(flavour=flavour, idle_timeout=0)
+        with RouterProcess(conf, flavour=flavour) as router:
+            port = router.ports[0]
+            wait_ready(port)
+            time.sleep(0.5)
+            base = router.rss()
+            with open_idle_connections(port, n, timeout=scale.timeout, consumer="stalled",
+                                       credit=STALLED_CREDIT), \
+                    send_unsettled(port, "stalled", n * STALLED_CREDIT,
+                                   timeout=scale.timeout) as held:
+                loaded = _settled_rss(router)
+                m = scale.big_count
+                recv = start(_recv_args(bins, router.url, "others", m))
+                time.sleep(0.3)
+                sent = finish(start(_send_args(bins, router.url, "others", m, 100, False)),
+                              scale.timeout)
+                received = finish(recv, scale.timeout)
+                if router.proc.poll() is not None:
+                    raise RuntimeError(f"{flavour.name} exited holding the consumers")
+        _check(sent, [received], m, False)
+        return {"connections": n, "held_deliveries": held, "rss_mb": loaded / 2**20,
+                "baseline_rss_mb": base / 2**20,
+                "kb_per_stalled_connection": (loaded - base) / 1024 / n,
+                "others_rate": m / ((received["end_ns"] - sent["start_ns"]) / 1e9)}
+    return run
+
+
+def _settled_rss(router: RouterProcess, timeout: float = 60.0) -> int:
+    """The router's resident memory once it stopped growing (1% in a second)."""
+    deadline = time.monotonic() + timeout
+    last = router.rss()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = router.rss()
+        if now <= last * 1.01:
+            return now
+        last = now
+    return last
+
+
 def _addresses_conf(count: int) -> str:
     return "".join(f"address {{\n    prefix: svc{i}.region\n    distribution: "
                    f"{('balanced', 'closest', 'multicast')[i % 3]}\n}}\n"
@@ -360,6 +414,8 @@ SCENARIOS = [
              description="one router, 5,000 msg/s, 100 B"),
     Scenario(name="idle-connections", kind="scale", run=idle_connections(),
              description="resident memory with idle AMQP connections"),
+    Scenario(name="stalled-consumers", kind="scale", run=stalled_consumers(),
+             description="resident memory with a stalled consumer on every connection"),
     Scenario(name="edges", kind="scale", run=edges_scale(),
              description="one interior serving many edge routers: memory per edge, "
                          "time until a new edge's address is reachable from every edge"),
@@ -642,6 +698,9 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:idle-connections", kind="scale",
                  run=idle_connections(flavour),
                  description=f"{flavour.name}, resident memory with idle AMQP connections"),
+        Scenario(name=f"{flavour.name}:stalled-consumers", kind="scale",
+                 run=stalled_consumers(flavour),
+                 description=f"{flavour.name}, resident memory with stalled consumers"),
         Scenario(name=f"{flavour.name}:many-addresses-10k", kind="scale",
                  run=many_addresses(flavour, compare=True),
                  description=f"{flavour.name}, start-up time and memory with configured "
