@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import soak
+from bench.processes import HOP
 from bench.soak_clients import RECORD
 
 
@@ -20,7 +21,7 @@ def _record(path: Path, pairs: list[tuple[int, int]], torn: bool = False) -> Pat
 
 def _client(role: str, address: str, cid: int, kind: str, record: Path | None = None,
             summary: dict[str, Any] | None = None) -> soak.Client:
-    proc = subprocess.Popen(["true"])
+    proc = subprocess.Popen(["true"], text=True)
     proc.wait()
     return soak.Client(role, address, cid, proc, record, kind, summary)
 
@@ -93,7 +94,7 @@ def test_memory_fails_a_router_that_kept_growing_but_not_a_restarted_one() -> No
     samples.rows["R0"] = [(t, 40.0 + t / 10, 10, t / 10) for t in range(0, 130, 5)]
     samples.rows["R1"] = [(t, 40.0, 10, t / 10) for t in range(0, 130, 5)]
     samples.rows["R2"] = [(t, 40.0 + t / 10, 10, t / 10) for t in range(0, 130, 5)]
-    nodes = [soak.Node(name, "", 0, soak.HOP) for name in ("R0", "R1", "R2")]
+    nodes = [soak.Node(name, "", 0, HOP) for name in ("R0", "R1", "R2")]
     nodes[2].restarts = 1
     failures: list[str] = []
     memory = soak._memory(samples, plan, nodes, failures)
