@@ -113,14 +113,16 @@ class RabbitMQ:
         return subprocess.run([RABBITMQCTL, "-n", self.node, *args], env=self.env,
                               capture_output=True, text=True, timeout=timeout, check=False)
 
-    def start(self) -> None:
-        """Start the node and wait until it serves AMQP."""
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start the node and wait until it serves AMQP, up to ``timeout``
+        seconds (a node booting on a machine busy with other work can take
+        much longer than the default)."""
         log = (self.directory / "server.out").open("ab")
         self.proc = subprocess.Popen([RABBITMQ_SERVER], env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=self.directory)
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"rabbitmq-server exited with {self.proc.returncode}:\n"
@@ -130,7 +132,8 @@ class RabbitMQ:
                 return
             time.sleep(0.5)
         self.stop()
-        raise AssertionError(f"rabbitmq did not start:\n{self.server_output()}")
+        raise AssertionError(f"rabbitmq did not start within {timeout:.0f} s:\n"
+                             f"{self.server_output()}")
 
     def _accepts(self) -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1):
@@ -172,10 +175,10 @@ class RabbitMQ:
         subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], env=self.env,
                        capture_output=True, check=False, timeout=10)
 
-    def restart(self) -> None:
+    def restart(self, timeout: float = START_TIMEOUT_S) -> None:
         """Stop and start again on the same ports, keeping the database."""
         self.stop()
-        self.start()
+        self.start(timeout)
 
     def declare_durable_queue(self, queue: str) -> None:
         """Declare a durable queue on the default vhost.  The AMQP 1.0 plugin
