@@ -99,6 +99,12 @@ class _Client(MessagingHandler):  # type: ignore[misc]
     def on_connection_error(self, event: Any) -> None:
         self.on_disconnected(event)
 
+    def on_transport_closed(self, event: Any) -> None:
+        # Also when proton closed the connection itself, which it does when
+        # the peer ends a session with an error (RabbitMQ's at its shutdown):
+        # proton then calls no on_disconnected.
+        self.on_disconnected(event)
+
     def on_connection_closing(self, event: Any) -> None:
         self.on_disconnected(event)
 
