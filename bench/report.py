@@ -56,7 +56,8 @@ def summarise(runs: dict[str, list[Record]]) -> dict[str, Record]:
     summary: dict[str, Record] = {}
     for name, records in runs.items():
         keys = {k for r in records for k, v in r.items() if isinstance(v, (int, float))}
-        med: Record = {k: _median([float(r[k]) for r in records if k in r]) for k in keys}
+        med: Record = {k: _median([float(r[k]) for r in records
+                                   if isinstance(r.get(k), (int, float))]) for k in keys}
         lat = [r["latency_us"] for r in records if isinstance(r.get("latency_us"), dict)]
         if lat:
             med["latency_us"] = {p: _median([float(x[p]) for x in lat]) for p in lat[0]}
@@ -87,6 +88,17 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"{s['kb_per_stalled_connection']:.1f} kB/conn holding "
                          f"{s['held_deliveries'] / s['connections']:.0f} deliveries, others at "
                          f"{s['others_rate']:,.0f} msg/s")
+        if "heal_s_max" in s:
+            other.append(f"traffic again {s['inter_router_cut_heal_s']:.1f} s after an "
+                         f"inter-router link's heal ({s['inter_router_blackhole_heal_s']:.1f} s "
+                         f"silent), {s['edge_cut_heal_s']:.1f} s after an uplink's "
+                         f"({s['edge_blackhole_heal_s']:.1f} s silent); {s['lost']:.0f} lost")
+        if "kb_per_slow_connection" in s:
+            http = (f" ({s['kb_per_slow_http_connection']:.1f} kB on HTTP)"
+                    if "kb_per_slow_http_connection" in s else "")
+            other.append(f"{s['kb_per_slow_connection']:.1f} kB per AMQP connection held "
+                         f"mid-handshake{http}, {s['open_after_limit']:.0f} open "
+                         f"{s['limit_s'] + 15:.0f} s on")
         if "kb_per_address" in s:
             other.append(f"{s['kb_per_address']:.2f} kB/address")
         if "startup_s" in s:
@@ -324,6 +336,9 @@ _SCALE_COMPARED = (
     ("kb_per_connection", "memory per idle connection", "kB", ".1f"),
     ("kb_per_stalled_connection", "memory per connection with a stalled consumer", "kB",
      ".1f"),
+    ("kb_per_slow_connection", "memory per AMQP connection held mid-handshake", "kB",
+     ".1f"),
+    ("heal_s_max", "slowest return of traffic after a cut link's heal", "s", ".2f"),
     ("kb_per_address", "memory per configured address", "kB", ".2f"),
     ("startup_s", "start-up", "s", ".2f"),
     ("ready_s", "ready", "s", ".2f"),

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from bench.edges import edge_line, edges_scale
+from bench.faults import cut_links, slow_clients
 from bench.large import large_message
 from bench.processes import (
     HOP,
@@ -636,6 +637,17 @@ SCENARIOS += [
 
 
 SCENARIOS += [
+    Scenario(name="cut-links", kind="scale", run=cut_links(), once=True,
+             description="an inter-router link and an edge uplink cut (sockets shut, or "
+                         "silent until the idle timeout) under an at-least-once flow, then "
+                         "healed: seconds until traffic again, 0 lost"),
+    Scenario(name="slow-clients", kind="scale", run=slow_clients(), once=True,
+             description="connections stopped mid-handshake (AMQP, SASL, HTTP) held at "
+                         "once: memory per connection, seconds until closed"),
+]
+
+
+SCENARIOS += [
     Scenario(name="router-100m", kind="scale", run=large_message(),
              description="one router, 100 MiB messages, unsettled: router memory and MiB/s"),
 ]
@@ -709,6 +721,12 @@ def compared(flavour: Flavour) -> list[Scenario]:
                  run=many_addresses(flavour, start_timeout=12 * 3600.0), opt_in=True,
                  description=f"{flavour.name}, start-up time and memory with configured "
                              "addresses (100,000 at full scale: hours; only when named)"),
+        Scenario(name=f"{flavour.name}:cut-links", kind="scale", run=cut_links(flavour),
+                 once=True, description=f"{flavour.name}, links cut under a flow, healed"),
+        Scenario(name=f"{flavour.name}:slow-clients", kind="scale",
+                 run=slow_clients(flavour, http=False), once=True,
+                 description=f"{flavour.name}, connections stopped mid-handshake (AMQP "
+                             "only: the qdrouterd measured has no HTTP)"),
         Scenario(name=f"{flavour.name}:mesh-convergence", kind="scale",
                  run=mesh_convergence(flavour),
                  description=f"{flavour.name}, link-state convergence of a full mesh"),

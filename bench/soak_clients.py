@@ -208,8 +208,6 @@ class Producer(_Client):
 
     def tick(self) -> None:
         now = time.monotonic()
-        if self.stopping_requested and not self.end_by:
-            self.end_by = now + self.args.grace
         rate = self.args.rate
         self.budget = min(self.budget + (now - self.last) * rate, max(rate * 0.1, 1.0))
         self.last = now
@@ -266,7 +264,7 @@ class Producer(_Client):
             return False
         if not self.in_flight and not self.todo:
             return True
-        if not self.end_by:
+        if not self.end_by:  # the grace for the outcomes begins
             self.end_by = time.monotonic() + self.args.grace
         return time.monotonic() > self.end_by
 
