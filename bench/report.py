@@ -86,7 +86,8 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"{s['kb_per_connection']:.1f} kB/conn")
         if "kb_per_stalled_connection" in s:
             other.append(f"{s['kb_per_stalled_connection']:.1f} kB/conn holding "
-                         f"{s['held_deliveries'] / s['connections']:.0f} deliveries, others at "
+                         f"{s['held_deliveries'] / s['connections']:.0f} deliveries "
+                         f"(placed in {s.get('placed_s', float('nan')):.1f} s), others at "
                          f"{s['others_rate']:,.0f} msg/s")
         if "heal_s_max" in s:
             other.append(f"traffic again {s['inter_router_cut_heal_s']:.1f} s after an "

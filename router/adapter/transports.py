@@ -374,7 +374,11 @@ class Transports:
             lib.pn_transport_close_tail(conn.tptr)
             lib.pn_transport_close_head(conn.tptr)
         lib.pn_transport_tick(conn.tptr, int(now * 1000))
-        self.dirty.add(conn)
+        if not conn.want_write:
+            # Otherwise the socket is full and watched: its next write takes
+            # whatever the tick made (a peer that reads nothing costs nothing
+            # each second; docs/reliability.md#stalled-consumers).
+            self.dirty.add(conn)
 
     # -- closing -----------------------------------------------------------------------
 
