@@ -360,6 +360,7 @@ class Transports:
 
     def tick_one(self, conn: Conn, now: float) -> None:
         s = conn.settings
+        ended = False
         if (not conn.opened and s.initial_handshake_timeout_s
                 and now - conn.started > s.initial_handshake_timeout_s):
             set_condition(lib.pn_transport_condition(conn.tptr), "amqp:not-allowed",
@@ -369,15 +370,19 @@ class Transports:
             conn.opened = True  # report once
             lib.pn_transport_close_tail(conn.tptr)
             lib.pn_transport_close_head(conn.tptr)
+            ended = True
         if conn.deadline and now >= conn.deadline:
             conn.deadline = 0.0
             lib.pn_transport_close_tail(conn.tptr)
             lib.pn_transport_close_head(conn.tptr)
+            ended = True
         lib.pn_transport_tick(conn.tptr, int(now * 1000))
-        if not conn.want_write:
-            # Otherwise the socket is full and watched: its next write takes
-            # whatever the tick made (a peer that reads nothing costs nothing
-            # each second; docs/reliability.md#stalled-consumers).
+        if ended or not conn.want_write:
+            # A full socket is watched: its next write takes whatever the tick
+            # made, so a peer that reads nothing costs no copy and no failed
+            # send each second (docs/reliability.md#stalled-consumers). A
+            # transport ended here is written at once: the write finds it
+            # ended and lets the connection go, full socket or not.
             self.dirty.add(conn)
 
     # -- closing -----------------------------------------------------------------------

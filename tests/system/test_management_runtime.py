@@ -4,6 +4,7 @@ effect at once (docs/operations.md#changes-at-run-time)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -272,3 +273,33 @@ def test_the_protocol_trace_follows_the_module_and_each_connections_switch(
     assert _frames(hop, "off-again") == [] and _frames(hop, "off-for-all") == []
     quiet.close()
     traced.close()
+
+
+def test_a_connection_closed_while_its_peer_reads_nothing_lets_go_of_its_socket(
+        hop: Hop, mgmt: Management) -> None:
+    # A consumer that stopped reading: the router's writes to it fill its
+    # socket (the router lends the producer 250 deliveries of 256 KiB). Closed
+    # by management, it never answers the close; the router drops it after
+    # the close's grace without waiting for room to write.
+    from bench.idle import open_idle_connections
+
+    def descriptors() -> int:
+        return len(os.listdir(f"/proc/{hop.proc.pid}/fd"))
+
+    with open_idle_connections(hop.ports[0], 1, consumer="full", credit=400):
+        producer = connect(hop.url)
+        try:
+            sender = producer.create_sender("full")
+            body = b"x" * 256 * 1024  # 250 of them: more than both sockets hold
+            sent = [send_async(sender, body) for _ in range(300)]
+            pump(producer, 3.0)  # as much as the sockets take
+            assert not all(d.settled for d in sent)
+            held = descriptors()
+            [row] = [c for c in mgmt.query("connection", "identity", "container")
+                     if c["container"] == "idle-0"]
+            status, _, _ = mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
+                                        type=PREFIX + "connection", identity=row["identity"])
+            assert status == 200
+            _wait(lambda: descriptors() < held, "the router to let go of the socket")
+        finally:
+            producer.close()
