@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.processes import HOP, Flavour, RouterProcess, raise_fd_limit
+from bench.processes import HOP, Flavour, RouterProcess, listener, raise_fd_limit
 
 Record = dict[str, Any]
 
@@ -36,14 +36,6 @@ FLOW_COUNT, FLOW_RATE = 1500, 150.0
 HANDSHAKE_LIMIT_S = 5
 
 
-def _listener(flavour: Flavour, role: str = "normal", extra: str = "") -> str:
-    text = (f"listener {{\n    host: 127.0.0.1\n    port: {flavour.port()}\n"
-            "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n")
-    if role != "normal":
-        text += f"    role: {role}\n"
-    return text + extra + "}\n"
-
-
 def _pair(flavour: Flavour, role: str) -> tuple[RouterProcess, RouterProcess, Any]:
     """A, and B connected to A's ``role`` listener through a cuttable relay;
     both ends of that link time out after IDLE_S of silence."""
@@ -51,12 +43,13 @@ def _pair(flavour: Flavour, role: str) -> tuple[RouterProcess, RouterProcess, An
 
     idle = f"    idleTimeoutSeconds: {IDLE_S}\n"
     log = "log {\n    module: DEFAULT\n    enable: info+\n}\n"
-    a = RouterProcess("router {\n    mode: interior\n    id: A\n}\n" + _listener(flavour)
-                      + _listener(flavour, role, idle) + log, name="cut-A", flavour=flavour)
+    a = RouterProcess("router {\n    mode: interior\n    id: A\n}\n" + listener(flavour)
+                      + listener(flavour, role, idle_timeout=IDLE_S) + log, name="cut-A",
+                      flavour=flavour)
     proxy = CuttableProxy(a.ports[1])
     mode = "interior" if role == "inter-router" else "edge"
     try:
-        b = RouterProcess(f"router {{\n    mode: {mode}\n    id: B\n}}\n" + _listener(flavour)
+        b = RouterProcess(f"router {{\n    mode: {mode}\n    id: B\n}}\n" + listener(flavour)
                           + f"connector {{\n    host: 127.0.0.1\n    port: {proxy.port}\n"
                             f"    role: {role}\n{idle}}}\n" + log,
                           name="cut-B", flavour=flavour)
@@ -151,19 +144,19 @@ def slow_clients(flavour: Flavour = HOP,
         raise_fd_limit(each * len(kinds) + 1000)
         limit = f"    initialHandshakeTimeoutSeconds: {HANDSHAKE_LIMIT_S}\n"
         conf = ("router {\n    mode: standalone\n    id: Slow\n}\n"
-                + _listener(flavour, extra=limit)
-                + (_listener(flavour, extra=limit + "    http: yes\n") if http else "")
+                + listener(flavour, extra=limit)
+                + (listener(flavour, extra=limit + "    http: yes\n") if http else "")
                 + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
         with RouterProcess(conf, name="slow", flavour=flavour) as router:
             time.sleep(0.5)
             rss = [router.rss()]
             held: dict[socket.socket, tuple[str, float]] = {}
             try:
-                for listener in sorted({v[0] for v in kinds.values()}):
+                for port_index in sorted({v[0] for v in kinds.values()}):
                     for kind, (where, first) in kinds.items():
-                        if where == listener:
+                        if where == port_index:
                             for _ in range(each):
-                                held[_slow(router.ports[listener], first)] = \
+                                held[_slow(router.ports[port_index], first)] = \
                                     (kind, time.monotonic())
                     time.sleep(1.0)  # the router has taken every connection in
                     rss.append(router.rss())
@@ -171,8 +164,8 @@ def slow_clients(flavour: Flavour = HOP,
             finally:
                 for sock in held:
                     sock.close()
-        at = [each * sum(1 for where, _ in kinds.values() if where == listener)
-              for listener in (0, 1)]
+        at = [each * sum(1 for where, _ in kinds.values() if where == port_index)
+              for port_index in (0, 1)]
         record: Record = {"connections": len(held), "limit_s": HANDSHAKE_LIMIT_S,
                           "kb_per_slow_connection": (rss[1] - rss[0]) / 1024 / at[0]}
         if http:

@@ -137,10 +137,11 @@ class RouterProcess:
 
 
 def listener(flavour: Flavour, role: str = "normal", tls: bool = False,
-             idle_timeout: int | None = None) -> str:
+             idle_timeout: int | None = None, extra: str = "") -> str:
     """A loopback listener section on a free port, for anonymous clients (over
     TLS only, with the ``bench-tls`` sslProfile, when ``tls``); ``idle_timeout``
-    sets idleTimeoutSeconds (0: no heartbeats asked of clients)."""
+    sets idleTimeoutSeconds (0: no heartbeats asked of clients); ``extra``:
+    more attribute lines."""
     text = (f"listener {{\n    host: 127.0.0.1\n    port: {flavour.port()}\n"
             "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n")
     if role != "normal":
@@ -149,7 +150,7 @@ def listener(flavour: Flavour, role: str = "normal", tls: bool = False,
         text += f"    idleTimeoutSeconds: {idle_timeout}\n"
     if tls:
         text += "    sslProfile: bench-tls\n    requireSsl: yes\n"
-    return text + "}\n"
+    return text + extra + "}\n"
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from proton import Delivery
 
+from bench.faults import AMQP_HEADER, SASL_HEADER, SASL_INIT_PART
 from tests.system.certs import make_pki
 from tests.system.clients import deliver_across
 from tests.system.conftest import StartRouter
@@ -78,11 +79,8 @@ def _open(port: int, first: bytes) -> socket.socket:
     return sock
 
 
-# An AMQP SASL header, then a SASL init that never ends; a TLS ClientHello's
-# first bytes; half an HTTP request; half a body.
-AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
-SASL_HEADER = b"AMQP\x03\x01\x00\x00"
-SASL_INIT_PART = SASL_HEADER + b"\x00\x00\x00\x40\x02\x01\x00\x00\x00\x53\x41"
+# A TLS ClientHello's first bytes; half an HTTP request; half a body (the
+# AMQP header, SASL header and half a SASL init come from bench.faults).
 TLS_HELLO_PART = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
 HTTP_PART = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
 HTTP_BODY_PART = (b"POST /api/v1/router.config.address HTTP/1.1\r\nHost: x\r\n"
