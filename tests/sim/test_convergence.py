@@ -252,3 +252,24 @@ def test_address_change_reaches_every_router_within_two_ticks() -> None:
     took = converge(net, 10)
     assert took <= 2
     assert set(net.counts(net.now - took)) <= {"HELLO", "RA", "MAU"}
+
+
+@pytest.mark.parametrize("edges", [line(5), ring(6), random_graph(12, 3, seed=5)],
+                         ids=["line", "ring", "random12"])
+def test_a_link_cut_and_remade_converges_without_waiting_for_a_tick(
+        edges: list[tuple[str, str, int]]) -> None:
+    """Control messages here take no time, so every step that waits for the
+    one-second tick shows as simulated time: a cut reroutes, and the remade
+    link restores the routes, in no time at all (a real network: a few round
+    trips; docs/networks.md#link-state-and-paths)."""
+    net = build(edges)
+    net.add_address("R00" if "R00" in net.routers else "R0", "M0svc")
+    converge(net)
+    net.run(2)
+    a, b, cost = edges[1]
+    net.disconnect(a, b)
+    assert net.converged(), net.mismatches()
+    net.run(2)
+    net.connect(a, b, cost)
+    assert net.converged(), net.mismatches()
+    assert_converged(net)

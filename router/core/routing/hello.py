@@ -58,11 +58,20 @@ class HelloProtocol:
         ):
             return []
         self.last_hello = now
-        message = Hello(id=self.router_id, instance=self.instance, seen=tuple(self.seen))
+        message = self._message()
         effects: list[Effect] = [SendHello(link_id=link, message=message) for link in link_ids]
         if effects:
             self.log.debug("SENT %r", message)
         return effects
+
+    def greet(self, link_id: int) -> SendHello:
+        """A HELLO on one control link now, outside the period (a link just up)."""
+        message = self._message()
+        self.log.debug("SENT %r on link %d", message, link_id)
+        return SendHello(link_id=link_id, message=message)
+
+    def _message(self) -> Hello:
+        return Hello(id=self.router_id, instance=self.instance, seen=tuple(self.seen))
 
     def hello_received(self, msg: Hello, link_id: int, now: float) -> tuple[bool, list[Effect]]:
         """Record a HELLO.
@@ -70,7 +79,10 @@ class HelloProtocol:
         Returns:
             Whether it lists our id (the link is bidirectional), and effects
             (``DuplicateRouterId`` the first time a HELLO carries our own id
-            with another instance).
+            with another instance). A HELLO from a router not heard before, or
+            one that does not list us yet, is answered at once on its link, so
+            that both ends become neighbours within a round trip instead of
+            within two HELLO periods (docs/networks.md#link-state-and-paths).
         """
         self.log.debug("RCVD %r on link %d", msg, link_id)
         if msg.id == self.router_id:
@@ -79,5 +91,7 @@ class HelloProtocol:
                 self.log.critical("Detected Neighbor Router with a Duplicate ID - %s", msg.id)
                 return False, [DuplicateRouterId(id=msg.id, instance=msg.instance, link_id=link_id)]
             return False, []
+        new = msg.id not in self.seen
         self.seen[msg.id] = now
-        return self.router_id in msg.seen, []
+        listed = self.router_id in msg.seen
+        return listed, [self.greet(link_id)] if new or not listed else []

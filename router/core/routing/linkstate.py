@@ -15,13 +15,16 @@ method takes ``now``.
 Deliberate departures from qdrouterd's ``node.py``, each harmless to peers:
 
 * an LSR triggered by an RA is sent at once only when the router is
-  reachable (else at the next tick, once it is), and copies of the same RA
+  reachable (else as soon as it is), and copies of the same RA
   arriving within a second (flooding delivers several) trigger only one;
 * losing a connection drops the neighbour only if it is the connection the
   neighbour was last heard on;
 * the deletion count restarts when a node stops being deletable, so it
   really takes three consecutive ticks;
-* unreachable routers lose their route (qdrouterd keeps a stale next hop).
+* unreachable routers lose their route (qdrouterd keeps a stale next hop);
+* a change is acted on when it happens (``settle``), not on the next tick:
+  routes at once, a new ``ls_seq`` at most once a second between ticks, an
+  unanswered LSR sent again when the route to its router changes.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ log = logging.getLogger(__name__)
 _DELETE_AFTER_TICKS: Final = 3
 # Minimum spacing of LSRs to one router that RAs (and their flooded copies) trigger.
 _LSR_HOLDOFF_S: Final = 1.0
+# Minimum spacing of ``ls_seq`` bumps made between ticks (see ``NodeTracker.settle``).
+_LS_HOLDDOWN_S: Final = 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -143,6 +148,7 @@ class NodeTracker:
     link_state_changed: bool = False
     recompute: bool = False
     last_topology_change: float | None = None
+    last_ls_bump: float | None = None
     _published: tuple[Routes, dict[str, int]] | None = attrs.field(default=None, init=False)
     log: RouterLogger = attrs.field(init=False)
 
@@ -242,12 +248,12 @@ class NodeTracker:
         node.need_ls_request = True
         self.recompute = True
 
-    def _drop_neighbor(self, node: RouterNode, why: str, effects: list[Effect]) -> None:
+    def _drop_neighbor(self, node: RouterNode, why: str) -> None:
         self.log.info("neighbor %s lost on link %s: %s", node.id, node.link_id, why)
         node.link_id = None
         if self.peers.pop(node.id, None) is not None:
             self.link_state_changed = True
-        effects.extend(self.publish())
+        self.recompute = True  # the neighbours changed: ``settle`` publishes them
 
     def publish(self) -> list[Effect]:
         """``RoutesChanged`` if the routes or neighbours differ from the last announced."""
@@ -285,18 +291,17 @@ class NodeTracker:
                 self.link_state_changed = True
             self.log.info("neighbor %s established on link %d, cost %d",
                           router_id, link_id, self.peers[router_id])
-            effects.extend(self.publish())
+            self.recompute = True  # the neighbours changed: ``settle`` publishes them
         node.neighbor_refresh = now
         self._update_instance(node, instance, version, effects)
         return effects
 
-    def link_lost(self, link_id: int) -> list[Effect]:
-        """The control link of connection ``link_id`` went away: lose its neighbour now."""
-        effects: list[Effect] = []
+    def link_lost(self, link_id: int) -> None:
+        """The control link of connection ``link_id`` went away: lose its
+        neighbour now (``settle`` publishes the change)."""
         for node in self.nodes.values():
             if node.link_id == link_id:
-                self._drop_neighbor(node, "connection lost", effects)
-        return effects
+                self._drop_neighbor(node, "connection lost")
 
     def ra_received(self, msg: RouterAdvertisement, now: float) -> list[Effect]:
         """RA: learn the sender, detect restarts, request what we lack."""
@@ -351,7 +356,7 @@ class NodeTracker:
     def _expire(self, now: float, effects: list[Effect]) -> None:
         for node in list(self.nodes.values()):
             if node.link_id is not None and now - node.neighbor_refresh > self.hello_max_age_s:
-                self._drop_neighbor(node, f"no HELLO for {self.hello_max_age_s:g}s", effects)
+                self._drop_neighbor(node, f"no HELLO for {self.hello_max_age_s:g}s")
             if node.peers and now - node.ls_last_seen > self.remote_ls_max_age_s:
                 self.log.info("link state of router %s expired", node.id)
                 node.peers = {}
@@ -375,6 +380,12 @@ class NodeTracker:
         routes = compute_routes(link_states, self.router_id)
         if routes == self.routes:
             return
+        for node in self.nodes.values():
+            # An LSR still unanswered may have gone down the path that failed:
+            # ask again along the new one.
+            if node.lsr_for_seq > node.ls_seq and \
+                    routes.next_hop(node.id) != self.routes.next_hop(node.id):
+                node.need_ls_request = True
         self.routes = routes
         self.log.info(
             "computed routes: radius %d, next hops {%s}, costs {%s}", routes.radius,
@@ -385,29 +396,49 @@ class NodeTracker:
             f"{d}: {sorted(r.valid_origins)}" for d, r in sorted(routes.routes.items())))
 
     def tick(self, now: float) -> tuple[list[Effect], bool]:
-        """Expire, bump ``ls_seq``, recompute, send pending LSRs.
+        """Expire, then ``settle``.
 
         Returns:
             The effects, and whether an RA must follow (our link state changed).
         """
         effects: list[Effect] = []
         self._expire(now, effects)
-        if self.link_state_changed or self.recompute:
+        settled, send_ra = self.settle(now, ticking=True)
+        effects.extend(settled)
+        return effects, send_ra
+
+    def settle(self, now: float, *, ticking: bool = False) -> tuple[list[Effect], bool]:
+        """Act on what the inputs changed: bump ``ls_seq``, recompute, send pending LSRs.
+
+        Called on the tick and after each input that can change the routes,
+        so that a neighbour gained or lost, or a link state learnt, changes
+        them at once rather than on the next tick. Routes are recomputed on
+        every change (local work only); a new ``ls_seq`` (and the RA that floods it) comes at once
+        only if the last one is at least ``_LS_HOLDDOWN_S`` old, otherwise on
+        a later tick, so a burst of changes costs one flood a second as on the
+        tick alone (docs/networks.md#link-state-and-paths).
+
+        Returns:
+            The effects, and whether an RA must follow (our link state changed).
+        """
+        effects: list[Effect] = []
+        changed = self.link_state_changed or self.recompute
+        bump = self.link_state_changed and (
+            ticking or self.last_ls_bump is None or now - self.last_ls_bump >= _LS_HOLDDOWN_S)
+        if changed:
             if not self.in_flux(now):
                 self.log.debug("entered flux mode")
             self.last_topology_change = now
-        send_ra = False
-        if self.link_state_changed:
+        if bump:
             self.link_state_changed = False
+            self.last_ls_bump = now
             self.ls_seq += 1
-            self.recompute = True
-            send_ra = True
             self.log.info("local link state: %r", self.link_state())
-        if self.recompute:
+        if changed:
             self.recompute = False
             self._recompute()
         effects.extend(self.publish())
         for node in self.nodes.values():
             if node.need_ls_request and self.is_reachable(node):
                 effects.append(self._lsr(node, now))
-        return effects, send_ra
+        return effects, bump

@@ -105,17 +105,19 @@ class RoutingProtocol:
             now: the current time.
 
         Returns:
-            No effects: HELLOs go out on the next tick.
+            A HELLO on that link at once (then one each period with the others).
         """
         self._log.debug("inter-router link %d up, cost %d", link_id, cost)
         self._links[link_id] = cost
-        return []
+        return [self._hello.greet(link_id)]
 
     def neighbor_disconnected(self, link_id: int, now: float) -> list[Effect]:
-        """The control link of connection ``link_id`` is gone: its neighbour is lost now."""
+        """The control link of connection ``link_id`` is gone: its neighbour is
+        lost now, and the routes that went through it with it."""
         self._log.debug("inter-router link %d down", link_id)
         self._links.pop(link_id, None)
-        return self._nodes.link_lost(link_id)
+        self._nodes.link_lost(link_id)
+        return self._settled([], now)
 
     def control_received(
         self, msg: ControlMessage, link_id: int | None, now: float
@@ -139,9 +141,9 @@ class RoutingProtocol:
             return []  # our own flooded RA/MAU coming back, or a duplicate id
         self._log.debug("RCVD %r", msg)
         if isinstance(msg, RouterAdvertisement):
-            return self._nodes.ra_received(msg, now)
+            return self._settled(self._nodes.ra_received(msg, now), now)
         if isinstance(msg, LinkStateUpdate):
-            return self._nodes.lsu_received(msg, now)
+            return self._settled(self._nodes.lsu_received(msg, now), now)
         if isinstance(msg, LinkStateRequest):
             return self._nodes.lsr_received(msg, now)
         if isinstance(msg, MobileAddressUpdate):
@@ -149,6 +151,17 @@ class RoutingProtocol:
         if isinstance(msg, MobileAddressRequest):
             return self._mobile.mar_received(msg, self._nodes.nodes.get(msg.id))
         assert_never(msg)
+
+    def _settled(self, effects: list[Effect], now: float) -> list[Effect]:
+        """``effects`` followed by what the change they came with needs now: new
+        routes, LSRs to routers just reachable, an RA for a new link state
+        (docs/networks.md#link-state-and-paths). MARs stay on the tick: the
+        MAU that an RA announces usually arrives just after it."""
+        settled, send_ra = self._nodes.settle(now)
+        effects.extend(settled)
+        if send_ra:
+            effects.append(self._ra(now))
+        return effects
 
     def _hello_received(self, msg: Hello, link_id: int | None, now: float) -> list[Effect]:
         cost = None if link_id is None else self._links.get(link_id)
@@ -162,6 +175,7 @@ class RoutingProtocol:
         if bidirectional:
             effects.extend(self._nodes.neighbor_refresh(msg.id, msg.pv, msg.instance, link_id,
                                                         cost, now))
+            return self._settled(effects, now)
         return effects
 
     def local_address_added(self, key: str, hint: int, now: float) -> list[Effect]:

@@ -14,6 +14,7 @@ from router.core.routing import (
     RouterAdded,
     RoutesChanged,
     RoutingProtocol,
+    SendHello,
 )
 from tests.unit.routing.helpers import advertisements, establish, hellos, of, sent, ticks
 
@@ -51,29 +52,63 @@ def test_seen_lists_routers_heard_within_max_age() -> None:
     assert hellos(p.tick(4.0))[0].message.seen == ()
 
 
-def test_hello_not_listing_us_does_not_make_a_neighbor() -> None:
+def test_a_link_coming_up_is_greeted_at_once() -> None:
+    p = RoutingProtocol("A", 100)
+    p.control_received(Hello(id="C", instance=7), None, 0.0)  # no link: ignored
+    [hello] = p.neighbor_connected(2, 1, 0.0)
+    assert hello == SendHello(link_id=2, message=Hello(id="A", instance=100, seen=()))
+
+
+def test_hello_not_listing_us_does_not_make_a_neighbor_and_is_answered_at_once() -> None:
     p = RoutingProtocol("A", 100)
     p.neighbor_connected(1, 1, 0.0)
-    assert p.control_received(Hello(id="B", instance=7, seen=["C"]), 1, 0.0) == []
+    p.neighbor_connected(2, 1, 0.0)
+    effects = p.control_received(Hello(id="B", instance=7, seen=["C"]), 1, 0.0)
+    assert effects == [SendHello(link_id=1, message=Hello(id="A", instance=100, seen=("B",)))]
     assert p.neighbors == {}
+    # still not listing us a second later: answered again, so a lost answer costs a period
+    assert len(hellos(p.control_received(Hello(id="B", instance=7), 1, 1.0))) == 1
 
 
-def test_hello_listing_us_establishes_the_neighbor_with_the_connection_cost() -> None:
+def test_hello_from_a_router_heard_before_that_lists_us_is_not_answered() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B")
+    assert hellos(p.control_received(Hello(id="B", instance=200, seen=["A"]), 1, 0.5)) == []
+
+
+def test_hello_listing_us_establishes_the_neighbor_with_the_connection_cost_at_once() -> None:
     p = RoutingProtocol("A", 100)
     effects = establish(p, "B", link=4, cost=7)
     assert of(effects, RouterAdded) == [RouterAdded(id="B")]
+    # a new HELLO sender is answered, so it can list us without waiting a period
+    assert [h.link_id for h in hellos(effects)] == [4, 4]
     [changed] = of(effects, RoutesChanged)
     assert changed.neighbors == {"B": 4}
+    assert changed.routes.next_hop("B") == "B" and changed.routes.cost("B") == 7
     assert p.link_state.peers == {"B": 7}
     assert p.neighbors["B"].cost == 7 and p.neighbors["B"].link_id == 4
-
-    effects = p.tick(0.5)
     assert p.ls_seq == 1
     assert [e.destination for e in sent(effects, "LSR")] == ["B"]
     assert sent(effects, "RA")[-1].destination is ALL
     assert advertisements(effects)[-1].ls_seq == 1
-    [changed] = of(effects, RoutesChanged)
-    assert changed.routes.next_hop("B") == "B" and changed.routes.cost("B") == 7
+
+    effects = p.tick(0.5)  # nothing left for the tick but its periodic work
+    assert p.ls_seq == 1
+    assert sent(effects, "LSR") == [] and of(effects, RoutesChanged) == []
+
+
+def test_link_state_changes_between_ticks_bump_ls_seq_at_most_once_a_second() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=1, now=0.0)
+    assert p.ls_seq == 1
+    effects = establish(p, "C", link=2, now=0.4)
+    assert p.ls_seq == 1 and sent(effects, "RA") == []
+    assert p.routes.next_hop("C") == "C"  # the routes do not wait
+    assert p.link_state.peers == {"B": 1, "C": 1}
+    effects = p.tick(0.5)  # the held change goes out on the tick
+    assert p.ls_seq == 2 and advertisements(effects)[-1].ls_seq == 2
+    effects = p.neighbor_disconnected(2, 1.6)
+    assert p.ls_seq == 3 and advertisements(effects)[-1].ls_seq == 3
 
 
 def test_neighbor_lost_when_hellos_stop() -> None:

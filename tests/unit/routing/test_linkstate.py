@@ -64,16 +64,36 @@ def test_flooded_copies_of_one_ra_send_one_lsr() -> None:
     assert len(sent(p.control_received(ra("B", ls_seq=2, instance=200), None, 2.0), "LSR")) == 1
 
 
-def test_ra_from_an_unreachable_router_requests_at_the_tick_once_reachable() -> None:
+def test_ra_from_an_unreachable_router_requests_as_soon_as_it_is_reachable() -> None:
     p = neighbor_b()
     effects = p.control_received(ra("C", ls_seq=3), None, 0.5)
     assert of(effects, RouterAdded) == [RouterAdded(id="C")]
     assert sent(effects, "LSR") == []
     assert sent(p.tick(1.0), "LSR") == []
-    p.control_received(lsu("B", {"A": 1, "C": 1}, ls_seq=2, instance=200), None, 1.5)
-    effects = p.tick(2.0)
+    effects = p.control_received(lsu("B", {"A": 1, "C": 1}, ls_seq=2, instance=200), None, 1.5)
     assert [e.destination for e in sent(effects, "LSR")] == ["C"]
     assert of(effects, RoutesChanged)[-1].routes.next_hop("C") == "B"
+    assert sent(p.tick(2.0), "LSR") == []
+
+
+def test_an_unanswered_lsr_is_sent_again_when_the_route_to_its_router_changes() -> None:
+    """A - B - D and A - C - D, B the cheaper way: D's RA sends the LSR by B;
+    when B is lost it may have died with the link, so it goes again by C."""
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=1, cost=1)
+    establish(p, "C", link=2, cost=5)
+    p.control_received(lsu("B", {"A": 1, "D": 1}, ls_seq=1, instance=200), None, 0.1)
+    p.control_received(lsu("C", {"A": 5, "D": 1}, ls_seq=1, instance=201), None, 0.1)
+    p.control_received(lsu("D", {"B": 1, "C": 1}, ls_seq=1, instance=202), None, 0.1)
+    assert p.routes.next_hop("D") == "B"
+    [lsr] = sent(p.control_received(ra("D", ls_seq=2, instance=202), None, 2.0), "LSR")
+    assert lsr.destination == "D"
+    effects = p.neighbor_disconnected(1, 2.1)
+    assert p.routes.next_hop("D") == "C"
+    assert [e.destination for e in sent(effects, "LSR")] == ["D"]
+    # answered: a later route change asks nothing more
+    p.control_received(lsu("D", {"C": 1}, ls_seq=2, instance=202), None, 2.2)
+    assert sent(p.neighbor_disconnected(2, 3.5), "LSR") == []
 
 
 def test_lsu_is_accepted_only_when_newer() -> None:
@@ -92,7 +112,6 @@ def test_lsu_learns_routers_listed_as_peers() -> None:
     effects = p.control_received(lsu("B", {"A": 1, "C": 1, "D": 4}, ls_seq=2, instance=200),
                                  None, 0.5)
     assert of(effects, RouterAdded) == [RouterAdded(id="C"), RouterAdded(id="D")]
-    effects = p.tick(1.0)
     assert sorted(e.destination for e in sent(effects, "LSR")) == ["C", "D"]  # type: ignore[type-var]
     [changed] = of(effects, RoutesChanged)
     assert changed.routes.cost("D") == 5 and changed.routes.next_hop("D") == "B"
@@ -110,10 +129,11 @@ def test_ra_goes_out_every_flux_interval_then_every_stable_interval() -> None:
     p = RoutingProtocol("A", 100, ra_interval_s=30, ra_interval_flux_s=4)
     ra_times = []
     for now in range(0, 80):
-        establish(p, "B", now=float(now))
-        if sent(p.tick(float(now)), "RA"):
+        effects = establish(p, "B", now=float(now))
+        if sent(effects + p.tick(float(now)), "RA"):
             ra_times.append(now)
-    # the change at t=0 starts flux mode until t=8; RA at 0 (two), 4, 8, then every 30 s
+    # the change at t=0 starts flux mode until t=8; RA at 0 (the new link state
+    # at once, then the tick's), 4, 8, then every 30 s
     assert ra_times == [0, 4, 8, 38, 68]
     assert not p.in_flux(20.0)
 
@@ -145,7 +165,7 @@ def test_restart_seen_in_hello_rerequests_link_state() -> None:
     p = neighbor_b()
     effects = establish(p, "B", now=0.5, instance=201)
     assert of(effects, RouterAdded) == []
-    assert [e.destination for e in sent(p.tick(1.0), "LSR")] == ["B"]
+    assert [e.destination for e in sent(effects, "LSR")] == ["B"]
 
 
 def test_remote_link_state_expires() -> None:
@@ -212,7 +232,7 @@ def test_node_table_reports_management_view() -> None:
     own, b, c = p.node_table()
     assert (own.id, own.index, own.is_self, own.instance, own.peers, own.ls_seq) == (
         "A", 0, True, 100, (("B", 1),), 1)
-    assert own.last_topology_change == 1.0 == p.last_topology_change
+    assert own.last_topology_change == 0.5 == p.last_topology_change
     assert (b.id, b.index, b.link_id, b.next_hop, b.cost, b.protocol_version, b.instance) == (
         "B", 1, 1, "B", 1, 1, 200)
     assert (c.id, c.link_id, c.next_hop, c.cost, c.valid_origins) == ("C", None, "B", 3, ())
