@@ -15,7 +15,7 @@ import pytest
 from proton import Delivery
 from proton.utils import BlockingConnection, BlockingSender, LinkDetached
 
-from tests.interop.mixed import MakeNetwork, MixedNetwork
+from tests.interop.mixed import MakeNetwork, MixedNetwork, management_query
 from tests.system.brokered import broker_connector, waypoint
 from tests.system.clients import connect, receive_all, send_settled
 from tests.system.rabbitmq import RabbitMQ
@@ -36,6 +36,22 @@ def attach_when_routed(conn: BlockingConnection, address: str) -> BlockingSender
             if refused.condition != "qd:no-route-to-dest" or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def wait_link_route_learnt(url: str, prefix: str) -> None:
+    """Wait until the router at ``url`` lists both keys of the link route for
+    ``prefix`` (``C`` in, ``D`` out): they come in a MAU, which may follow the
+    routes themselves by a tick or two. Before that, an attach to the prefix
+    is an ordinary address (a sender is attached without credit)."""
+    wanted = {f"C{prefix}", f"D{prefix}"}
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        keys = {row.get("key") for row in
+                management_query(url, "org.apache.qpid.dispatch.router.address")}
+        if wanted <= keys:
+            return
+        assert time.monotonic() < deadline, f"{sorted(wanted - keys)} not learnt at {url}"
+        time.sleep(0.2)
 
 
 def broker_pair(make: MakeNetwork, broker_on: str, extra: str, shared: str = ""
@@ -61,6 +77,7 @@ def test_link_route_learnt_across_the_mixed_hop(mixed: MakeNetwork, rabbitmq: Ra
     prefix = f"ilr{broker_on[0]}"
     net, _, clients = broker_pair(mixed, broker_on,
                                   broker_connector(rabbitmq.port) + link_routes(prefix))
+    wait_link_route_learnt(net.url(clients), prefix)
     conn = connect(net.url(clients))
     try:
         sender = attach_when_routed(conn, f"{prefix}.q")
