@@ -12,7 +12,7 @@ import socket
 import string
 from typing import Any
 
-from proton import Data, Transport, symbol
+from proton import UNDESCRIBED, Array, Data, Transport, symbol
 
 import router
 from router.adapter.pn import decoded, lib
@@ -226,7 +226,10 @@ def open_connection(conn: Conn, container: bytes) -> None:
     lib.pn_connection_set_container(cptr, container)
     caps = _CAPABILITIES
     if caps is None:
-        caps = _CAPABILITIES = _encoded(offered_capabilities(conn))
+        # A field of multiple symbols is one symbol or an array of them (AMQP
+        # 1.0 part 1, section 1.4); qdrouterd reads nothing from a list.
+        caps = _CAPABILITIES = _encoded(
+            Array(UNDESCRIBED, Data.SYMBOL, *offered_capabilities(conn)))
     lib.pn_data_decode(lib.pn_connection_offered_capabilities(cptr), caps, len(caps))
     lib.pn_data_decode(lib.pn_connection_desired_capabilities(cptr), caps, len(caps))
     settings = conn.settings

@@ -17,11 +17,14 @@ from router.adapter.connections import (
     open_properties,
 )
 from router.core import Role
+from router.core.amqp.types import Array, Described
+from router.core.amqp.values import decode
 
 
-def _peer_sees(conn: Conn, pn_conn: Connection) -> Connection:
+def _peer_sees(conn: Conn, pn_conn: Connection, wire: bytearray | None = None) -> Connection:
     """Open ``pn_conn`` (the router's side) with ``open_connection`` and
-    return the client's side after the OPEN crossed."""
+    return the client's side after the OPEN crossed (the router's bytes
+    added to ``wire``)."""
     client = Connection()
     client_transport = Transport()
     client_transport.bind(client)
@@ -33,6 +36,8 @@ def _peer_sees(conn: Conn, pn_conn: Connection) -> Connection:
         for a, b in ((client_transport, server_transport), (server_transport, client_transport)):
             pending = a.pending()
             if pending > 0:
+                if a is server_transport and wire is not None:
+                    wire += a.peek(pending)
                 b.push(a.peek(pending))
                 a.pop(pending)
     return client
@@ -67,3 +72,19 @@ def test_connections_of_one_listener_share_all_but_their_id() -> None:
     assert seen[0].pop("qd.conn-id") == 7 and seen[1].pop("qd.conn-id") == 8
     assert seen[0] == seen[1] == {"product": "hop", "version": seen[0]["version"],
                                   "qd.annotations-version": 1}
+
+
+def test_the_capabilities_go_as_an_array_of_symbols() -> None:
+    """A field of multiple symbols is one symbol or an array (AMQP 1.0 part 1,
+    section 1.4); qdrouterd finds no capability in a list, and without
+    ``qd.streaming-links`` it sends no streaming links to Hop."""
+    conn, pn_conn = _conn(1, SimpleNamespace(failover=(), cost=1, section=None))
+    wire = bytearray()
+    _peer_sees(conn, pn_conn, wire)
+    assert wire[:8] == b"AMQP\x00\x01\x00\x00"
+    size, doff = int.from_bytes(wire[8:12], "big"), wire[12]
+    open_frame, _ = decode(bytes(wire[8 + 4 * doff:8 + size]))
+    assert isinstance(open_frame, Described) and open_frame.descriptor == 0x10
+    fields = cast(list[Any], open_frame.value)
+    for capabilities in fields[7:9]:  # offered, desired
+        assert capabilities == Array(0xA3, offered_capabilities(conn))
