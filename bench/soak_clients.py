@@ -356,8 +356,6 @@ class Requester(_Client):
 
     def tick(self) -> None:
         now = time.monotonic()
-        if self.stopping_requested and not self.end_by:
-            self.end_by = now + self.args.grace
         sender = self.sender
         if self.reply_to is None or sender is None or not sender.state & sender.REMOTE_ACTIVE:
             return
@@ -416,7 +414,13 @@ class Requester(_Client):
     def finished(self) -> bool:
         if not self.stopping_requested:
             return False
-        return not self.open or time.monotonic() > self.end_by
+        if not self.open:
+            return True
+        # The grace begins here, not in ``tick``: SIGTERM may land between the
+        # two, and an unset ``end_by`` must not count as a grace gone by.
+        if not self.end_by:
+            self.end_by = time.monotonic() + self.args.grace
+        return time.monotonic() > self.end_by
 
     def summary(self) -> dict[str, Any]:
         return {**super().summary(), "requests": self.next, "unanswered": sorted(self.open)}

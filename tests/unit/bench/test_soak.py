@@ -3,13 +3,15 @@ as lost, as a duplicate, as accepted; its schedule; the memory check."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from bench import soak
 from bench.processes import HOP
-from bench.soak_clients import RECORD
+from bench.soak_clients import RECORD, Requester
 
 
 def _record(path: Path, pairs: list[tuple[int, int]], torn: bool = False) -> Path:
@@ -100,3 +102,21 @@ def test_memory_fails_a_router_that_kept_growing_but_not_a_restarted_one() -> No
     memory = soak._memory(samples, plan, nodes, failures)
     assert [f.split(":")[0] for f in failures] == ["R0"]
     assert memory["R1"]["final_mb"] == memory["R1"]["warm_mb"] == 40.0
+
+
+def test_a_requester_told_to_stop_waits_its_grace_for_open_requests() -> None:
+    """SIGTERM sets a flag that a timer tick may see only after ``tick``: the
+    grace for the open requests starts when ``finished`` first sees it, and
+    a requester with nothing open finishes at once."""
+    args = argparse.Namespace(urls="127.0.0.1:1", grace=60.0, batch=20,
+                              role="request", id=1, address="soak.svc")
+    requester = Requester(args)
+    requester.open = {7: 1.0}
+    requester.stopping_requested = True
+    assert not requester.finished()
+    assert requester.end_by > time.monotonic() + 59
+    requester.end_by = time.monotonic() - 1
+    assert requester.finished()
+    requester.open = {}
+    requester.end_by = 0.0
+    assert requester.finished()
