@@ -114,7 +114,8 @@ class Network:
             return []
         link.ready = True
         log.info("inter-router connection %r ready", link)
-        return self._apply(self.protocol.neighbor_connected(link.link_id, link.cost, now), now)
+        return self._apply(self.protocol.neighbor_connected(
+            link.link_id, link.cost, now, peer=link.conn.container_id or None), now)
 
     def link_lost(self, conn: Connection, now: float) -> list[Effect]:
         """An inter-router connection (or its control link) went away."""

@@ -161,8 +161,9 @@ class Network:
         link = Link(a, b, cost, ra.free_link_id(), rb.free_link_id())
         ra.links[link.a_link] = link
         rb.links[link.b_link] = link
-        self._apply(ra, ra.protocol.neighbor_connected(link.a_link, cost, self.now))
-        self._apply(rb, rb.protocol.neighbor_connected(link.b_link, cost, self.now))
+        # Each end knows the other's id from its OPEN, as the adapter does.
+        self._apply(ra, ra.protocol.neighbor_connected(link.a_link, cost, self.now, peer=b))
+        self._apply(rb, rb.protocol.neighbor_connected(link.b_link, cost, self.now, peer=a))
         self.drain()
         return link
 

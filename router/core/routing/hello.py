@@ -65,7 +65,8 @@ class HelloProtocol:
         return effects
 
     def greet(self, link_id: int) -> SendHello:
-        """A HELLO on one control link now, outside the period (a link just up)."""
+        """A HELLO on one control link now, outside the period (an answer, or
+        a known router's connection coming back)."""
         message = self._message()
         self.log.debug("SENT %r on link %d", message, link_id)
         return SendHello(link_id=link_id, message=message)

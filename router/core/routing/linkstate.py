@@ -413,10 +413,11 @@ class NodeTracker:
         Called on the tick and after each input that can change the routes,
         so that a neighbour gained or lost, or a link state learnt, changes
         them at once rather than on the next tick. Routes are recomputed on
-        every change (local work only); a new ``ls_seq`` (and the RA that floods it) comes at once
-        only if the last one is at least ``_LS_HOLDDOWN_S`` old, otherwise on
-        a later tick, so a burst of changes costs one flood a second as on the
-        tick alone (docs/networks.md#link-state-and-paths).
+        every change (local work only); a new ``ls_seq`` (and the RA that
+        floods it) comes at once only if the last one is at least
+        ``_LS_HOLDDOWN_S`` old, otherwise on a later tick, so a burst of
+        changes costs one flood a second as on the tick alone
+        (docs/networks.md#link-state-and-paths).
 
         Returns:
             The effects, and whether an RA must follow (our link state changed).

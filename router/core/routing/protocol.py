@@ -96,20 +96,28 @@ class RoutingProtocol:
 
     # --- inputs -------------------------------------------------------------
 
-    def neighbor_connected(self, link_id: int, cost: int, now: float) -> list[Effect]:
+    def neighbor_connected(self, link_id: int, cost: int, now: float,
+                           peer: str | None = None) -> list[Effect]:
         """The control link of inter-router connection ``link_id`` is up.
 
         Args:
             link_id: the connection's mask bit, as the adapter numbers it.
             cost: the connection's effective cost (max of both ends' ``cost``).
             now: the current time.
+            peer: the router at the other end as its OPEN named it, if known.
 
         Returns:
-            A HELLO on that link at once (then one each period with the others).
+            A HELLO on that link at once if ``peer`` is a router known
+            already (coming back after a cut or a restart), so that the
+            network heals within round trips; else none: a new router's
+            first HELLO goes out on the next tick, as with qdrouterd
+            (docs/networks.md#link-state-and-paths).
         """
         self._log.debug("inter-router link %d up, cost %d", link_id, cost)
         self._links[link_id] = cost
-        return [self._hello.greet(link_id)]
+        if peer is not None and peer in self._nodes.nodes:
+            return [self._hello.greet(link_id)]
+        return []
 
     def neighbor_disconnected(self, link_id: int, now: float) -> list[Effect]:
         """The control link of connection ``link_id`` is gone: its neighbour is

@@ -52,11 +52,22 @@ def test_seen_lists_routers_heard_within_max_age() -> None:
     assert hellos(p.tick(4.0))[0].message.seen == ()
 
 
-def test_a_link_coming_up_is_greeted_at_once() -> None:
+def test_a_link_to_a_new_router_is_greeted_on_the_next_tick() -> None:
     p = RoutingProtocol("A", 100)
-    p.control_received(Hello(id="C", instance=7), None, 0.0)  # no link: ignored
-    [hello] = p.neighbor_connected(2, 1, 0.0)
-    assert hello == SendHello(link_id=2, message=Hello(id="A", instance=100, seen=()))
+    p.tick(0.0)
+    assert p.neighbor_connected(2, 1, 0.1, peer="B") == []
+    assert p.neighbor_connected(3, 1, 0.1) == []
+    assert hellos(p.tick(1.0)) == [
+        SendHello(link_id=2, message=Hello(id="A", instance=100, seen=())),
+        SendHello(link_id=3, message=Hello(id="A", instance=100, seen=()))]
+
+
+def test_a_link_to_a_router_known_already_is_greeted_at_once() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", link=1)
+    p.neighbor_disconnected(1, 0.5)
+    [hello] = p.neighbor_connected(2, 1, 1.5, peer="B")
+    assert hello == SendHello(link_id=2, message=Hello(id="A", instance=100, seen=("B",)))
 
 
 def test_hello_not_listing_us_does_not_make_a_neighbor_and_is_answered_at_once() -> None:
@@ -81,7 +92,7 @@ def test_hello_listing_us_establishes_the_neighbor_with_the_connection_cost_at_o
     effects = establish(p, "B", link=4, cost=7)
     assert of(effects, RouterAdded) == [RouterAdded(id="B")]
     # a new HELLO sender is answered, so it can list us without waiting a period
-    assert [h.link_id for h in hellos(effects)] == [4, 4]
+    assert [h.link_id for h in hellos(effects)] == [4]
     [changed] = of(effects, RoutesChanged)
     assert changed.neighbors == {"B": 4}
     assert changed.routes.next_hop("B") == "B" and changed.routes.cost("B") == 7
