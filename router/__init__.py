@@ -20,7 +20,19 @@ __version__ = "0.1.0"
 # bad event cannot stop the router; tests set this to re-raise them instead.
 RAISE_INTERNAL_ERRORS = False
 
-__all__ = ["RAISE_INTERNAL_ERRORS", "__version__", "discover", "peer"]
+__all__ = ["RAISE_INTERNAL_ERRORS", "__version__", "discover", "installed_build", "peer"]
+
+
+def installed_build() -> str:
+    """Which build is installed: ``"compiled"`` when the per-message modules
+    run as the C extensions mypyc made of them (setup.py), ``"pure"`` when
+    they run as Python (``HOP_PURE=1``, or no C compiler at install time)."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+    from importlib.util import find_spec
+
+    spec = find_spec("router.core.router")
+    origin = spec.origin if spec is not None else None
+    return "compiled" if origin and origin.endswith(tuple(EXTENSION_SUFFIXES)) else "pure"
 
 
 def __getattr__(name: str) -> object:

@@ -23,7 +23,7 @@ import attrs
 
 import conf
 from addressing import AddressTable
-from router import __version__, logs
+from router import __version__, installed_build, logs
 from router.adapter import (
     ConnectorSettings,
     Engine,
@@ -264,6 +264,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
     log.getChild("router").info("Version: %s", __version__)
+    if installed_build() == "pure":
+        log.log(logs.NOTICE, "The pure build: the per-message modules are not compiled, so each "
+                "message costs about 1.4x the CPU (docs/performance.md#the-compiled-build)")
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:

@@ -189,7 +189,8 @@ def _reopen_logs() -> None:
                    "protocols or ciphers OpenSSL refuses): stop the start-up, or log it and "
                    "start, as qdrouterd does (a listener naming it closes every connection, "
                    "a connector naming it fails every attempt).")
-@click.version_option(router.__version__, "-v", "--version", prog_name="hopd")
+@click.version_option(router.__version__, "-v", "--version", prog_name="hopd",
+                      message=f"%(prog)s, version %(version)s ({router.installed_build()} build)")
 def hopd(config_path: str | None, check_path: str | None, daemon: bool,
          pidfile: str | None, user: str | None, include: tuple[str, ...],
          test_hooks: bool, shutdown_grace_s: float, tls_errors: str) -> None:

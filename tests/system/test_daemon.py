@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from proton import Delivery, Message
 
+import router
 from tests.system.clients import connect, wait_credit, wait_settled
 from tests.system.harness import Hop, hopd_command, router_conf, start
 
@@ -95,7 +96,8 @@ def test_missing_conf_file_is_an_error(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     version = _run("--version")
     assert version.returncode == 0
-    assert re.search(r"hopd.* \d+\.\d+\.\d+", version.stdout)
+    assert re.search(r"hopd, version \d+\.\d+\.\d+ \((compiled|pure) build\)", version.stdout)
+    assert f"({router.installed_build()} build)" in version.stdout
     usage = _run("--help")
     assert usage.returncode == 0
     assert "--config" in usage.stdout and "--check-conf" in usage.stdout
