@@ -1,5 +1,5 @@
 """Build hook: the per-message modules compiled to C extensions with mypyc,
-and the accelerator (``router/adapter/accel.c``) with cffi.
+and the accelerator (``router/adapter/forwarding/accel.c``) with cffi.
 
 The same modules stay valid pure Python, so the build falls back to them
 rather than failing: ``HOP_PURE=1`` asks for the pure build, and a machine
@@ -40,13 +40,13 @@ COMPILED = [
     "router/core/router.py",
     "router/core/settlement.py",
     "router/adapter/pending.py",
-    "router/adapter/outcomes.py",
-    "router/adapter/sending.py",
-    "router/adapter/streaming.py",
-    "router/adapter/network.py",
-    "router/adapter/forwarder.py",
-    "router/adapter/relay.py",
-    "router/adapter/transports.py",
+    "router/adapter/forwarding/outcomes.py",
+    "router/adapter/forwarding/sending.py",
+    "router/adapter/forwarding/streaming.py",
+    "router/adapter/forwarding/network.py",
+    "router/adapter/forwarding/forwarder.py",
+    "router/adapter/forwarding/relay.py",
+    "router/adapter/connections/transports.py",
     "router/adapter/events.py",
 ]
 
@@ -161,8 +161,8 @@ def main() -> None:
         cmdclass={"build_ext": CompiledBuild},
         setup_requires=runtime_dependencies(),
         # The accelerator: several proton calls of the per-message path in one
-        # (router/adapter/accel.c, docs/performance.md#the-accelerator).
-        cffi_modules=["router/adapter/accel_build.py:ffibuilder"],
+        # (router/adapter/forwarding/accel.c, docs/performance.md#the-accelerator).
+        cffi_modules=["router/adapter/forwarding/accel_build.py:ffibuilder"],
     )
 
 

@@ -22,7 +22,7 @@ it (and the accelerator's Python functions instead of its C ones), and
 ``count`` refuses a compiled build.
 
 The compiled build makes the proton calls of each accelerator function
-(``router.adapter.accel``) in one call from Python: the report also gives
+(``router.adapter.forwarding.accel``) in one call from Python: the report also gives
 the calls from Python into C that build makes per message ("crossings"),
 each accelerator function counting once instead of the calls inside it.
 
@@ -51,8 +51,9 @@ from cproton_ffi import ffi, lib
 PACKAGES = frozenset({"router", "addressing", "linkroute", "autolink", "conf"})
 #: The modules that must be pure Python for the counts to be complete.
 HOT_MODULES = ("router.adapter.engine", "router.adapter.events",
-               "router.adapter.transports", "router.adapter.forwarder",
-               "router.adapter.outcomes", "router.adapter.sending", "router.adapter.network")
+               "router.adapter.connections.transports", "router.adapter.forwarding.forwarder",
+               "router.adapter.forwarding.outcomes", "router.adapter.forwarding.sending",
+               "router.adapter.forwarding.network")
 ROUTER = "router"
 PROTON_API = "proton API"
 #: Where the dispatcher's events are taken off the collector.
@@ -88,7 +89,7 @@ def prefer_sources() -> None:
     imported), and the accelerator's Python functions."""
     if not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
         sys.meta_path.insert(0, _SourcesFirst())
-    sys.modules.setdefault("router.adapter._accel", None)  # type: ignore[arg-type]
+    sys.modules.setdefault("router.adapter.forwarding._accel", None)  # type: ignore[arg-type]
 
 
 def compiled_hot_modules() -> list[str]:
@@ -217,7 +218,7 @@ def _instrumented_modules() -> list[tuple[str, types.ModuleType]]:
 def instrumented(tally: Tally) -> Iterator[int]:
     """Every loaded router and proton module's C functions counted into ``tally``
     for the duration; yields how many module globals were replaced."""
-    from router.adapter import accel
+    from router.adapter.forwarding import accel
 
     accelerated = {id(fn) for fn in accel.PYTHON.values()}
     replaced: list[tuple[types.ModuleType, str, object]] = []

@@ -16,6 +16,7 @@ import logging
 import secrets
 import string
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -34,30 +35,30 @@ from router.adapter import (
     listener_settings,
     vhost_from_section,
 )
-from router.adapter.attaching import Attaching
-from router.adapter.certificates import Certificates
-from router.adapter.connectors import Connectors
-from router.adapter.console import Console
+from router.adapter.admin.entities import build_agent
+from router.adapter.admin.node import ManagementNode
+from router.adapter.admin.stats import RouterStats
+from router.adapter.connections.certificates import Certificates
+from router.adapter.connections.connectors import Connectors
+from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrades
+from router.adapter.connections.peergroup import DiscoverySettings, PeerGroup
+from router.adapter.connections.tls import TlsError, TlsProfile, load_profiles
+from router.adapter.connections.transports import Transports
 from router.adapter.effects import CoreTimers, Effects
+from router.adapter.endpoints.attaching import Attaching
+from router.adapter.endpoints.links import Links
+from router.adapter.endpoints.opening import Opening
+from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.endpoints.trunks import IDLE_KEPT, Trunks
 from router.adapter.events import Events
-from router.adapter.forwarder import Forwarder
-from router.adapter.http_server import HttpServer
-from router.adapter.links import Links
-from router.adapter.listeners import Listeners
-from router.adapter.loop import EventLoop
-from router.adapter.managed import build_agent
-from router.adapter.management import ManagementNode
-from router.adapter.metrics import CONTENT_TYPE, Exposition
-from router.adapter.opening import Opening
-from router.adapter.ownlinks import OwnLinks
-from router.adapter.peergroup import DiscoverySettings, PeerGroup
+from router.adapter.forwarding.forwarder import Forwarder
+from router.adapter.forwarding.relay import Relay
+from router.adapter.http.console import Console
+from router.adapter.http.metrics import CONTENT_TYPE, Exposition
+from router.adapter.http.server import HttpServer
+from router.adapter.loop.eventloop import EventLoop
 from router.adapter.pending import Pending
-from router.adapter.relay import Relay
-from router.adapter.stats import RouterStats
 from router.adapter.sweep import Sweep
-from router.adapter.tls import TlsError, TlsProfile, load_profiles
-from router.adapter.transports import Transports
-from router.adapter.trunks import IDLE_KEPT, Trunks
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.core.watch import Watch
@@ -123,8 +124,8 @@ def build_engine(*, core: Router, router_id: str,
     stats = RouterStats(core=core, router_id=router_id, section=section,
                         connections=transports, links=links, counters=forwarder.counters,
                         clock=clock)
-    http = HttpServer(loop, Exposition(stats), CONTENT_TYPE)
-    listeners = Listeners(loop, transports, http, policy)
+    handoff: HttpHandoff = deque()
+    listeners = Listeners(loop, transports, policy, handoff)
     connector_part = Connectors(loop, transports, list(connectors))
     group = PeerGroup(loop, connector_part)
     certificates = Certificates(profiles, listeners, connector_part, section)
@@ -137,7 +138,8 @@ def build_engine(*, core: Router, router_id: str,
     console = Console(agent=agent, apply=effects.apply, policy=policy, node=node,
                       router_id=router_id, edge_mode=core.edge_mode, defer=loop.defer,
                       clock=clock)
-    http.console = console
+    http = HttpServer(loop, Exposition(stats), CONTENT_TYPE, handoff,
+                      Upgrades(transports, policy), console)
     events = Events(router=core, transports=transports, pending=pending, forwarder=forwarder,
                     relay=relay, links=links, own=own, opening=opening, attaching=attaching,
                     effects=effects, connectors=connector_part, policy=policy,

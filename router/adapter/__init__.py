@@ -5,9 +5,7 @@ Only ``router.cli`` and the composition root (``router.assembly``) import
 this package; ``docs/architecture.md#the-adapter`` maps its modules.
 """
 
-from router.adapter.connections import Conn, Connector, Listener
-from router.adapter.engine import Engine
-from router.adapter.settings import (
+from router.adapter.connections.settings import (
     ConnectorSettings,
     ListenerSettings,
     SaslError,
@@ -15,6 +13,8 @@ from router.adapter.settings import (
     listener_settings,
     vhost_from_section,
 )
+from router.adapter.connections.state import Conn, Connector, Listener
+from router.adapter.engine import Engine
 
 __all__ = [
     "Conn",

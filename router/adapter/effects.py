@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
-from router.adapter.forwarder import Forwarder
-from router.adapter.ownlinks import OwnLinks
+from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.forwarding.forwarder import Forwarder
 from router.adapter.pending import Pending
 from router.core import (
     AnswerAttach,

@@ -14,15 +14,15 @@ import logging
 from collections.abc import Callable
 
 from router import logs
-from router.adapter.certificates import Certificates
-from router.adapter.connectors import Connectors
+from router.adapter.connections.certificates import Certificates
+from router.adapter.connections.connectors import Connectors
+from router.adapter.connections.listeners import Listeners
+from router.adapter.connections.peergroup import PeerGroup
+from router.adapter.connections.transports import Transports
 from router.adapter.events import Events
-from router.adapter.forwarder import Forwarder
-from router.adapter.listeners import Listeners
-from router.adapter.loop import EventLoop
-from router.adapter.outcomes import settle_with
-from router.adapter.peergroup import PeerGroup
-from router.adapter.transports import Transports
+from router.adapter.forwarding.forwarder import Forwarder
+from router.adapter.forwarding.outcomes import settle_with
+from router.adapter.loop.eventloop import EventLoop
 from router.core import Router
 from router.core.settlement import RELEASED
 

@@ -18,21 +18,21 @@ import logging
 from typing import Any, Final
 
 import router
-from router.adapter.accel import SETTLED, event_arrays, next_event
-from router.adapter.attaching import Attaching
-from router.adapter.connections import Conn
-from router.adapter.connectors import Connectors
+from router.adapter.admin.node import ManagementNode
+from router.adapter.connections.connectors import Connectors
+from router.adapter.connections.state import Conn
+from router.adapter.connections.transports import Transports
 from router.adapter.effects import Effects
-from router.adapter.forwarder import Forwarder
-from router.adapter.links import Links
-from router.adapter.management import ManagementNode
-from router.adapter.opening import Opening
-from router.adapter.outcomes import settle_with
-from router.adapter.ownlinks import OwnLinks
+from router.adapter.endpoints.attaching import Attaching
+from router.adapter.endpoints.links import Links
+from router.adapter.endpoints.opening import Opening
+from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.forwarding.accel import SETTLED, event_arrays, next_event
+from router.adapter.forwarding.forwarder import Forwarder
+from router.adapter.forwarding.outcomes import settle_with
+from router.adapter.forwarding.relay import Relay
 from router.adapter.pending import Pending
 from router.adapter.pn import lib, to_str
-from router.adapter.relay import Relay
-from router.adapter.transports import Transports
 from router.core import InLink, OutLink, RoutedEnd, Router, describe_counters
 from router.core.policy import Grant, Policy
 from router.core.settlement import RELEASED

@@ -24,7 +24,7 @@ class Pending:
     __slots__ = ("credit", "effects", "output", "oversized", "settle_later")
 
     def __init__(self) -> None:
-        #: Adapter connections (``router.adapter.connections.Conn``) with output to write.
+        #: Adapter connections (``router.adapter.connections.state.Conn``) with output to write.
         #: A disposition or a settlement raises no PN_TRANSPORT event, so the
         #: parts that make one add the connection here.
         self.output: set[Any] = set()

@@ -13,7 +13,7 @@ from typing import Any
 from cproton_ffi import ffi, lib
 from proton._data import dat2obj
 
-__all__ = ["NULL", "decoded", "ffi", "lib", "pn_bytes", "to_str"]
+__all__ = ["NULL", "decoded", "ffi", "lib", "pn_bytes", "set_condition", "to_str"]
 
 NULL: Any = ffi.NULL
 
@@ -28,6 +28,12 @@ def to_str(ptr: Any) -> str | None:
 def pn_bytes(data: bytes) -> Any:
     """A ``pn_bytes_t`` value for ``data`` (the caller keeps ``data`` alive)."""
     return ffi.new("pn_bytes_t*", (len(data), ffi.from_buffer(data)))[0]
+
+
+def set_condition(cond: Any, name: str, description: str) -> None:
+    """Name and describe an endpoint's local condition (a close or detach's error)."""
+    lib.pn_condition_set_name(cond, name.encode())
+    lib.pn_condition_set_description(cond, description.encode())
 
 
 def decoded(data: Any) -> Any:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from router.adapter.links import sample_credit
-from router.adapter.transports import Transports
+from router.adapter.connections.transports import Transports
+from router.adapter.endpoints.links import sample_credit
 from router.core import InLink, OutLink
 from router.core.watch import Watch
 

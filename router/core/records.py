@@ -288,7 +288,7 @@ class InLink:
         # Larger messages are refused (policy maxMessageSize,
         # docs/routing.md#receiving-a-message).
         self.max_size = conn.max_message_size
-        # Its messages are logged (router.adapter.message_log).
+        # Its messages are logged (router.adapter.forwarding.message_log).
         self.logged = bool(conn.logged_fields)
         # Messages with another user's user-id are refused
         # (docs/routing.md#receiving-a-message).
@@ -321,7 +321,7 @@ class InLink:
         self.stuck_now = 0
         # The credit the router has given the sender, as sampled by the
         # adapter once a second and when management asks
-        # (``router.adapter.links.sample_credit``), and since when it has been
+        # (``router.adapter.endpoints.links.sample_credit``), and since when it has been
         # zero (``router.core.watch``).
         self.credit = 0
         self.starved_since: float | None = None
@@ -408,7 +408,7 @@ class OutLink:
         self.autolink = autolink
         self.capacity = conn.link_capacity
         self.credit = 0
-        # Its messages are logged (router.adapter.message_log).
+        # Its messages are logged (router.adapter.forwarding.message_log).
         self.logged = bool(conn.logged_fields)
         #: An inter-router data link's priority (0-9), else None.
         self.priority: int | None = None

@@ -4,7 +4,7 @@ Owns the decisions: whether a copy that came back is forwarded again,
 where it goes next, and the message the next consumer gets (its header's
 ``delivery-count`` raised after a failed delivery, the annotations a
 consumer gave with MODIFIED merged in; AMQP 1.0 sections 3.2.1 and 3.4.5).
-The adapter (``router.adapter.redelivery``) applies them.  This runs only
+The adapter (``router.adapter.forwarding.redelivery``) applies them.  This runs only
 for a copy that came back, never for a message on its way: the rewriting
 uses the control plane's codec (``router.core.amqp``), not the data
 path's scanner alone.

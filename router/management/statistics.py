@@ -8,7 +8,7 @@ whether UPDATE may change it, whether consoles chart it) and, where the
 attribute is also a Prometheus series, that series' name and kind.  The
 schema (``router.management.schema``), the rows the entity sources build
 (``as_row``: a misspelled or forgotten attribute fails the type check) and
-``/metrics`` (``router.adapter.metrics``) all read these declarations.
+``/metrics`` (``router.adapter.http.metrics``) all read these declarations.
 It holds no state and reads no router state.
 """
 

@@ -1,2 +1,2 @@
 """The web console's page: HTML, CSS and JavaScript of the project's own, served by
-``router.adapter.console`` (docs/operations.md#the-web-console)."""
+``router.adapter.http.console`` (docs/operations.md#the-web-console)."""

@@ -20,7 +20,7 @@ from proton import Message
 import conf
 from addressing import AddressTable
 from router.adapter import connector_settings
-from router.adapter.peergroup import DiscoverySettings
+from router.adapter.connections.peergroup import DiscoverySettings
 from router.management import SCHEMA
 from tests.property.inproc import Harness
 
@@ -99,8 +99,8 @@ def test_every_entity_row_has_exactly_the_schema_attributes(harness: Harness) ->
 def test_metrics_expose_every_declared_series_with_its_kind(harness: Harness) -> None:
     """``/metrics`` has a family for every series ``router.management.statistics``
     declares, of the declared kind, and no other router series."""
-    from router.adapter.metrics import Exposition
-    from router.adapter.stats import RouterStats
+    from router.adapter.admin.stats import RouterStats
+    from router.adapter.http.metrics import Exposition
     from router.management.statistics import (
         AddressStatistics,
         LinkStatistics,

@@ -165,12 +165,12 @@ def test_the_build_has_every_package_the_compiled_modules_reach() -> None:
 
 def test_the_check_finds_a_package_the_build_lacks() -> None:
     """Without the dependencies setup.py adds (the build of 05b7a2b), the check
-    names wsproto, which router/adapter/websockets.py imports."""
+    names wsproto, which router/adapter/connections/websockets.py imports."""
     reached = third_party_reached(compiled_modules())
-    assert reached.get("wsproto") == "router/adapter/websockets.py"
+    assert reached.get("wsproto") == "router/adapter/connections/websockets.py"
     static_only = pyproject()["build-system"]["requires"]
     missing = missing_build_requirements(reached, static_only)
-    assert any(line.startswith("router/adapter/websockets.py imports wsproto")
+    assert any(line.startswith("router/adapter/connections/websockets.py imports wsproto")
                for line in missing), missing
 
 
@@ -193,7 +193,7 @@ def test_setup_hands_the_runtime_dependencies_to_a_compiled_build() -> None:
 
 def test_the_compiled_list_names_real_modules() -> None:
     names = compiled_modules()
-    assert "router.adapter.forwarder" in names and len(names) >= 10
+    assert "router.adapter.forwarding.forwarder" in names and len(names) >= 10
     for name in names:
         assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
 
@@ -220,13 +220,14 @@ def test_one_build_throughout() -> None:
 
 
 def test_the_accelerator_comes_with_the_compiled_build() -> None:
-    """``router/adapter/accel.c`` is compiled with the modules (setup.py), and
+    """``router/adapter/forwarding/accel.c`` is compiled with the modules (setup.py), and
     is never older than its source."""
-    from router.adapter import accel
+    from router.adapter.forwarding import accel
 
-    compiled = str(importlib.import_module("router.adapter.forwarder").__file__).endswith(".so")
+    forwarder = importlib.import_module("router.adapter.forwarding.forwarder")
+    compiled = str(forwarder.__file__).endswith(".so")
     assert compiled == accel.COMPILED
-    source = ROOT / "router" / "adapter" / "accel.c"
+    source = ROOT / "router" / "adapter" / "forwarding" / "accel.c"
     for ext in source.parent.glob("_accel.*.so"):
         assert ext.stat().st_mtime >= source.stat().st_mtime, \
             f"{ext.name} is older than {source.name}: run 'pip install -e .' again"

@@ -1,4 +1,4 @@
-"""The accelerator's functions (router.adapter.accel): the compiled ones and
+"""The accelerator's functions (router.adapter.forwarding.accel): the compiled ones and
 their Python versions give the same answers, on real proton endpoints
 joined in memory."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from proton import Collector, Connection, Delivery, Link, Message, Transport
 
-from router.adapter import accel
+from router.adapter.forwarding import accel
 from router.adapter.pn import ffi, lib
 
 ACTIVE = {"next_event": accel.next_event, "recv_whole": accel.recv_whole,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import base64
 
 import conf
-from router.adapter.http_auth import (
+from router.adapter.connections.settings import ListenerSettings, listener_settings
+from router.adapter.http.auth import (
     REMEMBER_S,
     Credentials,
     HttpAuth,
@@ -15,7 +16,6 @@ from router.adapter.http_auth import (
     certificate_subject,
     plain_login,
 )
-from router.adapter.settings import ListenerSettings, listener_settings
 
 
 def settings(**attributes: object) -> ListenerSettings:

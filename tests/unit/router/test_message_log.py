@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from proton import Message, symbol
 
-from router.adapter.message_log import FIELDS, describe
+from router.adapter.forwarding.message_log import FIELDS, describe
 
 
 def message() -> Message:

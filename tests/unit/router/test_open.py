@@ -1,4 +1,4 @@
-"""The router's OPEN (router.adapter.connections.open_connection): what the
+"""The router's OPEN (router.adapter.connections.state.open_connection): what the
 peer reads is what ``open_properties`` and ``offered_capabilities`` say,
 for every connection id, with the parts kept encoded per listener."""
 
@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from proton import Connection, Transport
 
-from router.adapter.connections import (
+from router.adapter.connections.state import (
     Conn,
     offered_capabilities,
     open_connection,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import conf
-from router.adapter.settings import vhost_from_section
+from router.adapter.connections.settings import vhost_from_section
 from router.core.policy import UNLIMITED, Denied, Grant, Policy, Vhost
 
 

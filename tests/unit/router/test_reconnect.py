@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.adapter.connections import failover_server_list
+from router.adapter.connections.state import failover_server_list
 from router.core.reconnect import (
     AcceptBackoff,
     Endpoint,

@@ -11,14 +11,14 @@ from proton import SASL
 import conf
 from conf.fields import SchemaField, schema_fields
 from conf.types import BooleanType, EnumType, IntegerType, NameListType
-from router.adapter.settings import (
+from router.adapter.connections.settings import (
     ListenerSettings,
     SaslError,
     connector_settings,
     listener_settings,
     vhost_from_section,
 )
-from router.adapter.tls import TlsError
+from router.adapter.connections.tls import TlsError
 from router.core import Role
 from router.core.policy import GroupSettings
 

@@ -1,11 +1,11 @@
 """Which file of an ``httpRootDir`` a request names
-(router.adapter.http_server.static_file): never one outside the folder."""
+(router.adapter.http.server.static_file): never one outside the folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from router.adapter.http_server import static_file
+from router.adapter.http.server import static_file
 
 
 def _tree(tmp_path: Path) -> Path:

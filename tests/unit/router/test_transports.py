@@ -1,4 +1,4 @@
-"""A connection's proton objects (router.adapter.transports): made on raw
+"""A connection's proton objects (router.adapter.connections.transports): made on raw
 pointers, with no wrapper of the binding's left on a plain connection,
 and a client talking to it over a socket opens as usual."""
 
@@ -10,12 +10,12 @@ import time
 from proton import Connection, Endpoint, Transport
 
 import conf
-from router.adapter.accel import event_arrays, next_event
-from router.adapter.loop import EventLoop
+from router.adapter.connections.settings import listener_settings
+from router.adapter.connections.transports import Transports
+from router.adapter.forwarding.accel import event_arrays, next_event
+from router.adapter.loop.eventloop import EventLoop
 from router.adapter.pending import Pending
 from router.adapter.pn import ffi, lib
-from router.adapter.settings import listener_settings
-from router.adapter.transports import Transports
 
 
 def _pump(transports: Transports, server: socket.socket, client: Transport,

@@ -1,0 +1,150 @@
+"""The management node in the router: requests in from the data path, responses out.
+
+Owns the in-process consumers of ``$management`` and ``_local/$management``
+(which ``_topo/0/<this router>/$management`` also reaches), handing each
+request to the agent (``router.management.Agent``) after the wake-up that
+delivered it, accepting and settling it, and routing the response to its
+``reply-to`` like any message the router sends itself.  It decides nothing
+about what a request means.
+
+An in-process consumer is an ``OutLink`` with no proton link: it never has
+credit, so the forwarder always queues for it, and its queue hands each
+copy here instead of holding it.  The per-message path is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+
+import router as router_package
+from router.adapter.forwarding.forwarder import Forwarder
+from router.core import (
+    Connection,
+    ConnectionId,
+    Effect,
+    Fanout,
+    InLink,
+    LinkId,
+    OutLink,
+    Role,
+    Router,
+    Stream,
+    Transfer,
+)
+from router.core.amqp import PeerProtocolError
+from router.core.policy import Grant, Policy
+from router.core.settlement import ACCEPTED, REJECTED
+from router.management import Agent, Response, decode_request, encode_response
+
+log = logging.getLogger(__name__)
+
+MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
+
+Queued = tuple[bytes, Transfer | Fanout | None]
+
+
+class Inbox(deque[tuple[bytes | Stream, Transfer | Fanout | None]]):
+    """The queue of an in-process consumer: what is appended is taken at once
+    (a streamed message is refused before it gets here)."""
+
+    def __init__(self, take: Callable[[bytes, Transfer | Fanout | None], None]) -> None:
+        super().__init__()
+        self._take = take
+
+    def append(self, item: tuple[bytes | Stream, Transfer | Fanout | None]) -> None:
+        data, ref = item
+        assert isinstance(data, bytes)
+        self._take(data, ref)
+
+
+class ManagementNode:
+    """The agent's place on the data path.
+
+    Args:
+        router: the routing core the in-process consumers are bound in.
+        forwarder: settles requests and routes responses.
+        agent: answers the requests.
+        apply: carries out the effects a request has (auto-links to attach...).
+        policy: who may make which request.
+    """
+
+    def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
+                 apply: Callable[[list[Effect]], None], policy: Policy) -> None:
+        self.router = router
+        self.policy = policy
+        self.forwarder = forwarder
+        self.outcomes = forwarder.outcomes
+        self.agent = agent
+        self.apply = apply
+        self.pending: list[Queued] = []
+        self.dropped = 0
+        self.conn = Connection(ConnectionId(0), strip_in=False, strip_out=False,
+                               container_id=router.router_id, name="$management")
+        self.consumers: list[OutLink] = []
+        for address in MANAGEMENT_ADDRESSES:
+            link = router.in_process_attached(self.conn, address, name=address)
+            link.queue = Inbox(self._queued)
+            self.consumers.append(link)
+        # Responses enter routing as if a client had sent them, pre-settled.
+        self.sender = InLink(LinkId(0), self.conn, name="$management-reply", address=None,
+                             record=None)
+
+    def _queued(self, data: bytes, ref: Transfer | Fanout | None) -> None:
+        self.pending.append((data, ref))
+
+    def serve(self) -> None:
+        """Answer every request delivered since the last call; one that fails
+        unexpectedly is logged and costs nothing more."""
+        pending, self.pending = self.pending, []
+        for data, ref in pending:
+            try:
+                self._serve_one(data, ref)
+            except Exception:
+                log.exception("internal error answering a management request")
+                if router_package.RAISE_INTERNAL_ERRORS:
+                    raise
+
+    def _serve_one(self, data: bytes, ref: Transfer | Fanout | None) -> None:
+        for link in self.consumers:
+            link.delivered += 1
+        try:
+            request = decode_request(data, None if ref is None else ref.in_link.conn)
+        except PeerProtocolError as exc:
+            log.warning("management request dropped: %s", exc)
+            self.outcomes.consumed(ref, REJECTED)
+            return
+        if request.reply_to is None:
+            # Nowhere to send a status: the sender learns it from the outcome
+            # (qdrouterd accepts such a request and drops it silently).
+            self.dropped += 1
+            log.info("management request without reply-to rejected")
+            self.outcomes.consumed(ref, REJECTED)
+            return
+        self.outcomes.consumed(ref, ACCEPTED)
+        operation = str(request.properties.get("operation", ""))
+        refusal = self._refusal(ref, operation, str(request.properties.get("type", "")))
+        if refusal is not None:
+            log.info("management %s refused by policy: %s", operation, refusal)
+            response = Response(status=403, description=refusal)
+        else:
+            response = self.agent.handle(request)
+        if response.effects:
+            self.apply(list(response.effects))
+        reply = encode_response(response, to=request.reply_to,
+                                correlation_id=request.correlation_id)
+        self.forwarder.route(None, self.sender, reply)
+
+    def _refusal(self, ref: Transfer | Fanout | None, operation: str,
+                 entity_type: str) -> str | None:
+        """Policy on a management request: why its sender may not make it."""
+        grant = None
+        if ref is not None:
+            origin = ref.in_link.conn
+            if origin.role is Role.INTER_ROUTER:
+                return None  # the router the client is on applies its own policy
+            conn = origin.handle
+            grant = conn.grant if conn is not None and isinstance(conn.grant, Grant) else None
+        denied = self.policy.may_manage(grant, operation, entity_type)
+        return None if denied is None else denied.reason

@@ -1,0 +1,244 @@
+"""Connectors: the connections the router keeps trying to have
+(docs/networks.md#connectors-back-off-and-failover).
+
+Owns each connector's attempts: a non-blocking connect to the current peer
+of its failover list (a host name is resolved in a thread of its own, so
+that a slow or failing name server never stops the loop, and a name that
+does not resolve is a failed attempt like a refused connection), the
+connection started once the socket connects,
+and the next attempt after a failure or a drop, on the next failover peer,
+after qdrouterd's delays or the connector's back-off policy (giving up
+when the policy says so).  A part of the loop: it is due when the earliest
+attempt is.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import os
+import random
+import select
+import socket
+import threading
+
+from router.adapter.connections.settings import ConnectorSettings
+from router.adapter.connections.state import Connector
+from router.adapter.connections.transports import Transports
+from router.adapter.loop.eventloop import EventLoop
+
+log = logging.getLogger(__name__)
+
+
+class Connectors:
+    """Every connector and its attempts.
+
+    Args:
+        loop: where connecting sockets are watched.
+        transports: starts a connection once its socket connects.
+        connectors: the configured connectors.
+    """
+
+    def __init__(self, loop: EventLoop, transports: Transports,
+                 connectors: list[ConnectorSettings]) -> None:
+        self.loop = loop
+        self.clock = loop.clock
+        self.transports = transports
+        self.connectors = [Connector(c) for c in connectors]
+        self._connecting: dict[int, Connector] = {}
+        # The earliest attempt due (the loop wakes for it).
+        self._next_retry: float | None = None
+
+    def start(self) -> None:
+        """Begin connecting every configured connector."""
+        for connector in self.connectors:
+            self._connect(connector)
+
+    def add(self, settings: ConnectorSettings) -> Connector:
+        """A connector created at run time: it starts connecting at once."""
+        connector = Connector(settings)
+        self.connectors.append(connector)
+        self._connect(connector)
+        return connector
+
+    def remove(self, connector: Connector) -> None:
+        """Delete a connector: no more attempts, and its connection is closed."""
+        self.connectors.remove(connector)
+        connector.retry_at = None
+        sock = connector.sock
+        if sock is not None:
+            connector.sock = None
+            self._connecting.pop(sock.fileno(), None)
+            self.loop.remove(sock.fileno())
+            sock.close()
+        conn = connector.conn
+        if conn is not None:
+            connector.conn = None  # no reconnect when it closes
+            self.transports.close_connection(conn, "Connector deleted")
+
+    def stop_retrying(self) -> None:
+        """The router is stopping: no more attempts."""
+        for connector in self.connectors:
+            connector.retry_at = None
+
+    # -- attempts --------------------------------------------------------------------
+
+    def _connect(self, connector: Connector) -> None:
+        """Start an attempt to the connector's current peer: at once for an IP
+        address, after resolving it for a host name."""
+        peer = connector.failover.current
+        connector.address = f"{peer.host}:{peer.port}"
+        connector.retry_at = None
+        connector.attempt += 1
+        refused = connector.settings.refused
+        if refused is not None:  # its sslProfile did not load (hopd --tls-errors log)
+            log.error("SSL%s configuration failed for connection to %s: %s",
+                      " CA" if connector.settings.refused_ca else "", connector.address, refused)
+            self._failed(connector, "its sslProfile did not load")
+            return
+        # The address family follows the host as written: IPv6 only for an
+        # IPv6 literal (qdrouterd's socketAddressFamily is not used).
+        family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
+        if _is_address(peer.host):
+            self._open(connector, family, (peer.host, peer.port))
+            return
+        attempt, host, port = connector.attempt, peer.host, peer.port
+
+        def resolve() -> None:
+            try:
+                found = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
+                address: tuple[str, int] | None = (str(found[0][4][0]), int(found[0][4][1]))
+                why = ""
+            except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
+                address, why = None, getattr(exc, "strerror", None) or str(exc)
+            self.loop.defer(lambda: self._resolved(connector, attempt, family, address, why))
+
+        threading.Thread(target=resolve, name=f"resolve {host}", daemon=True).start()
+
+    def _resolved(self, connector: Connector, attempt: int, family: int,
+                  address: tuple[str, int] | None, why: str) -> None:
+        """A host name was resolved, or not, for attempt ``attempt``."""
+        if connector.attempt != attempt or connector not in self.connectors \
+                or self.loop.stopping:
+            return
+        if address is None:
+            self._failed(connector, f"cannot resolve the host name: {why}")
+            return
+        self._open(connector, family, address)
+
+    def _open(self, connector: Connector, family: int, address: tuple[str, int]) -> None:
+        """Start a non-blocking connect to ``address``."""
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:  # out of descriptors: a failed attempt, retried later
+            self._failed(connector, exc.strerror or str(exc))
+            return
+        sock.setblocking(False)
+        try:
+            error = sock.connect_ex(address)
+        except OSError as exc:
+            error = exc.errno or errno.EINVAL
+        if error not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._failed(connector, os.strerror(error))
+            return
+        connector.sock = sock
+        self._connecting[sock.fileno()] = connector
+        self.loop.add(sock.fileno(), select.EPOLLOUT, self._connected)
+
+    def _connected(self, fd: int, _mask: int) -> None:
+        connector = self._connecting.pop(fd)
+        sock = connector.sock
+        assert sock is not None
+        connector.sock = None
+        self.loop.remove(fd)
+        error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            sock.close()
+            self._failed(connector, os.strerror(error))
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = self.transports.start(sock, connector.settings, connector.address, connector)
+        log.info("[C%d] Connected to %s", conn.core.conn_id, connector.address)
+        connector.message = f"[C{conn.core.conn_id}] Connected to {connector.address}"
+
+    def _failed(self, connector: Connector, why: str) -> None:
+        log.info("Connection to %s failed: %s", connector.address, why)
+        connector.message = f"Connection to {connector.address} failed: {why}"
+        self._retry_later(connector, opened=False)
+
+    def connection_lost(self, connector: Connector, *, opened: bool) -> None:
+        """``connector``'s connection is gone (unless the router is stopping,
+        it is tried again)."""
+        if self.loop.stopping:
+            return
+        connector.conn = None
+        self._retry_later(connector, opened=opened)
+
+    def _retry_later(self, connector: Connector, *, opened: bool) -> None:
+        """The connector's attempt failed or its connection went: schedule the
+        next attempt, on the next failover peer, after the policy's delay."""
+        if opened:
+            connector.failures = 0
+        connector.failures += 1
+        if len(connector.failover.entries) > 1:
+            connector.failover.advance()
+        s = connector.settings
+        policy = s.reconnect
+        if policy is None:
+            # qdrouterd's delays; 1 s between the entries of a failover list.
+            delay: float | None = 1.0 if len(connector.failover.entries) > 1 \
+                else s.retry_dropped_s if opened else s.retry_failed_s
+        else:
+            delay = policy.delay(connector.failures, random.random())
+        if delay is None:
+            connector.failed = True
+            connector.retry_at = None
+            connector.message = (f"Gave up after {connector.failures} attempts; last: "
+                                 f"{connector.message}")
+            log.warning("Connector to %s failed: gave up after %d attempts",
+                        connector.failover.listing(), connector.failures)
+            return
+        connector.retry_at = retry_at = self.clock() + delay
+        if self._next_retry is None or retry_at < self._next_retry:
+            self._next_retry = retry_at
+
+    # -- the loop's part ---------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        return self._next_retry
+
+    def tick(self, now: float) -> None:
+        """Start every attempt that is due."""
+        self._next_retry = None
+        for connector in self.connectors:
+            retry_at = connector.retry_at
+            if retry_at is None or connector.conn is not None or connector.sock is not None:
+                continue
+            if now >= retry_at:
+                self._connect(connector)
+            elif self._next_retry is None or retry_at < self._next_retry:
+                self._next_retry = retry_at
+
+    def close(self) -> None:
+        """Close the sockets still connecting."""
+        for connector in list(self._connecting.values()):
+            sock = connector.sock
+            if sock is not None:
+                connector.sock = None
+                self.loop.remove(sock.fileno())
+                sock.close()
+        self._connecting.clear()
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IPv4 or IPv6 address rather than a name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+__all__ = ["Connectors"]

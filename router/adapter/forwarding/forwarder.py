@@ -1,0 +1,425 @@
+"""The per-message path: receive a delivery, pick its destinations, keep the
+senders' credit.
+
+Owns reading each complete message off its link (or its first bytes, once
+a message still arriving is large enough to stream), the local forwarding
+decision (anycast to one consumer, multicast to all), and topping senders'
+credit back up once per wake-up.  It is composed of the parts that do the
+rest: ``sending`` puts copies on the wire, ``outcomes`` settles,
+``network`` forwards where other routers are involved, ``streaming``
+carries a streamed message's later frames.  Decisions come from the core
+(records maintained by ``router.core.Router``, choice functions from
+``addressing``); this module must not make routing decisions of its own
+beyond applying them, and must not allocate effect objects per message.
+
+The parts call each other through plain references: compiled with mypyc
+(``setup.py``), a call into a composed part costs what a call into a base
+class did (docs/performance.md#the-compiled-build).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from addressing import Distribution, choose_balanced, choose_closest
+from router.adapter.forwarding.accel import ABORTED, PARTIAL, SETTLED, recv_whole
+from router.adapter.forwarding.message_log import log_message
+from router.adapter.forwarding.network import NetworkForwarding
+from router.adapter.forwarding.outcomes import Outcomes, whole
+from router.adapter.forwarding.redelivery import Redelivery
+from router.adapter.forwarding.sending import Sender, local_copy
+from router.adapter.forwarding.streaming import HIGH_WATER, STREAM_AT, Streams
+from router.adapter.pending import Counters, Pending, ReceiveBuffer
+from router.adapter.pn import lib
+from router.core import (
+    Connection,
+    ConnectionId,
+    Fanout,
+    Held,
+    InLink,
+    LinkId,
+    MessageFormatError,
+    MessageInfo,
+    OutLink,
+    Router,
+    RouterAnnotations,
+    Stream,
+    Transfer,
+    decode_annotations,
+    may_have_router_keys,
+    scan,
+    strip_router_annotations,
+    user_id_of,
+)
+from router.core.message import NO_ANNOTATIONS
+from router.core.settlement import REJECTED
+
+log = logging.getLogger(__name__)
+
+_MULTICAST = Distribution.MULTICAST
+_CLOSEST = Distribution.CLOSEST
+
+# Bound once: every attribute lookup on ``lib`` costs on the hot path.
+pn_delivery_readable: Final = lib.pn_delivery_readable
+pn_delivery_partial: Final = lib.pn_delivery_partial
+pn_delivery_pending: Final = lib.pn_delivery_pending
+pn_delivery_aborted: Final = lib.pn_delivery_aborted
+pn_delivery_settled: Final = lib.pn_delivery_settled
+pn_delivery_settle: Final = lib.pn_delivery_settle
+pn_link_recv: Final = lib.pn_link_recv
+pn_link_advance: Final = lib.pn_link_advance
+pn_link_credit: Final = lib.pn_link_credit
+pn_link_flow: Final = lib.pn_link_flow
+
+
+class Forwarder:
+    """Moves messages between links.
+
+    Args:
+        router: the routing core whose records are read.
+        router_id: this router's id, for the annotations it adds.
+        pending: the wake-up's shared work.
+        clock: monotonic clock (seconds), for the routing protocol's messages.
+    """
+
+    def __init__(self, router: Router, router_id: str, pending: Pending,
+                 clock: Callable[[], float]) -> None:
+        self.router = router
+        self.clock = clock
+        self.credit_dirty = pending.credit
+        self.dirty = pending.output
+        self.counters = Counters()
+        self.buffer = ReceiveBuffer()
+        self.outcomes = Outcomes(pending, self.counters)
+        self.sender = Sender(router_id, pending, self.outcomes, self.counters)
+        self.streams = Streams(pending, self.outcomes, self.sender, self.buffer, self.counters)
+        self.network = NetworkForwarding(router, pending, self.outcomes, self.sender,
+                                         self.counters)
+        self.outcomes.redelivery = Redelivery(router, self.sender, self.network, self.counters)
+        #: Set when the router shuts down: no more credit is granted.
+        self.frozen = False
+        #: An edge router (its uplink is fixed when the core is made).
+        self.edge = router.uplink is not None
+        #: Messages the router makes itself (replies to an edge's lookups)
+        #: enter routing on this link, pre-settled.
+        self.own = InLink(LinkId(0), Connection(ConnectionId(0), strip_in=False,
+                                                strip_out=False, container_id=router_id),
+                          name="$router", address=None, record=None)
+
+    def route_own(self, data: bytes) -> None:
+        """Route a message the router makes itself."""
+        self.route(None, self.own, data)
+
+    # -- receiving -----------------------------------------------------------
+
+    def incoming(self, d: Any, il: InLink, n: int, flags: int) -> None:
+        """A PN_DELIVERY event on a router-incoming link, with its pending
+        bytes and flags as ``accel.next_event`` found them."""
+        if n == 0 or flags & PARTIAL or il.partial is not None:
+            # Rare: an update to a delivery already taken (nothing pending,
+            # not readable), an empty transfer, or a multi-frame one.
+            if not pn_delivery_readable(d):
+                if flags & SETTLED:
+                    self.outcomes.producer_settled(d, il)
+                return
+            self._incoming_in_pieces(d, il)
+            return
+        if flags & ABORTED:
+            self._incoming_in_pieces(d, il)
+            return
+        if n > il.max_size:
+            self.outcomes.oversized(d, il)
+            return
+        buffer = self.buffer
+        if n > buffer.size:
+            buffer.grow(n)
+        recv_whole(il.handle, buffer.cbuf, n)
+        data = buffer.view[:n].tobytes()
+        il.delivered += 1
+        if il.logged:
+            log_message(il, data, False)
+        if flags & SETTLED:
+            il.presettled += 1
+            pn_delivery_settle(d)
+            self.route(None, il, data)
+        else:
+            self.route(d, il, data)
+
+    def _incoming_in_pieces(self, d: Any, il: InLink) -> None:
+        """A multi-frame or aborted transfer: gather it until it is complete,
+        or until it is large enough to stream (``STREAM_AT``)."""
+        streams = self.outcomes.streams
+        if streams:
+            stream = streams.get(il)
+            if stream is not None:
+                self.streams.more(stream, d, il)
+                return
+        if pn_delivery_aborted(d):
+            # Nothing was forwarded yet (messages are forwarded once complete),
+            # so an aborted transfer just goes away; no outcome is due
+            # (AMQP 1.0 section 2.6.12).
+            whole(il)
+            pn_delivery_settle(d)
+            self.credit_dirty.add(il)
+            return
+        lptr = il.handle
+        buffer = self.buffer
+        n = pn_delivery_pending(d)
+        if n > buffer.size:
+            buffer.grow(n)
+        if n:
+            n = pn_link_recv(lptr, buffer.cbuf, n)
+        if il.partial is None:
+            il.partial = bytearray()
+            il.conn.partials += 1
+        if n > 0:
+            il.partial += buffer.view[:n]
+        if len(il.partial) > il.max_size:
+            self.outcomes.oversized(d, il)
+            return
+        if pn_delivery_partial(d):
+            if len(il.partial) >= STREAM_AT and not il.control:
+                self._stream_begin(d, il)
+            return
+        data = bytes(il.partial)
+        whole(il)
+        settled = pn_delivery_settled(d)
+        pn_link_advance(lptr)
+        il.delivered += 1
+        if il.logged:
+            log_message(il, data, False)
+        if settled:
+            il.presettled += 1
+            pn_delivery_settle(d)
+            d = None
+        self.route(d, il, data)
+
+    def _stream_begin(self, d: Any, il: InLink) -> None:
+        """A message still arriving has grown to ``STREAM_AT``: route it on what
+        has come so far (every section up to the body is in it) and send its
+        copies frame by frame from now on."""
+        assert il.partial is not None
+        head = bytes(il.partial)
+        il.partial = bytearray()  # marks the link as mid-message (see flush_credit)
+        settled = bool(pn_delivery_settled(d))
+        stream = Stream(d, il, len(head))
+        self.outcomes.streams[il] = stream
+        self.counters.streamed += 1
+        il.delivered += 1
+        if il.logged:
+            log_message(il, head, False)
+        if settled:
+            il.presettled += 1
+        self.sender.stream = stream
+        try:
+            self.route(None if settled else d, il, head)
+        finally:
+            self.sender.stream = None
+        self.streams.started(stream)
+
+    def _user_id_allowed(self, d: Any, il: InLink, data: bytes) -> bool:
+        """Policy without allowUserIdProxy (docs/routing.md#receiving-a-message): a
+        message whose user-id is neither empty nor the connection's user is
+        rejected."""
+        try:
+            user_id = user_id_of(data, scan(data, read_to=False))
+        except MessageFormatError as exc:
+            log.warning("%r: message rejected: %s", il, exc)
+            self.outcomes.finish(d, il, REJECTED, "amqp:decode-error", "invalid message format")
+            return False
+        if user_id is None or user_id == il.user_id:
+            return True
+        log.debug("[%r][L%d] Message rejected due to user_id proxy violation. User:%s",
+                  il.conn, il.link_id, (il.user_id or b"").decode(errors="replace"))
+        self.outcomes.finish(d, il, REJECTED, "amqp:unauthorized-access",
+                             "user_id proxy violation")
+        return False
+
+    # -- routing ---------------------------------------------------------------
+
+    def route(self, d: Any, il: InLink, data: bytes) -> None:
+        """Forward one complete message; ``d`` is ``None`` when pre-settled."""
+        record = il.record
+        if record is None and il.control:
+            self.network.control(d, il, data, self.clock())
+            return
+        if il.user_id is not None and not self._user_id_allowed(d, il, data):
+            return
+        # A message is scanned at most once, and only when it has to be: it
+        # carries router annotations, or its address or the network matter.
+        info: MessageInfo | None = None
+        ann: RouterAnnotations | None = None
+        # Messages from another router nearly always carry router keys: scan at once.
+        keys = il.transit or may_have_router_keys(data)
+        if keys:
+            try:
+                info = scan(data)
+                if not info.router_keys:
+                    keys = False
+                elif il.conn.strip_in:
+                    data = strip_router_annotations(data, info)
+                    info = None
+                    keys = False
+                else:
+                    ann = decode_annotations(data, info)
+            except MessageFormatError as exc:
+                log.warning("%r: message rejected - invalid MA section: %s", il, exc)
+                description = "invalid message format" \
+                    if exc.condition == "amqp:decode-error" else str(exc)
+                self.outcomes.finish(d, il, REJECTED, exc.condition, description)
+                return
+        if record is None:
+            if info is None:
+                try:
+                    info = scan(data)
+                except MessageFormatError as exc:
+                    log.warning("%r: message rejected: %s", il, exc)
+                    self.outcomes.finish(d, il, REJECTED, "amqp:decode-error",
+                                         "invalid message format")
+                    return
+            if il.conn.tenant is not None and (ann is None or ann.to is None) and info.to:
+                # A multi-tenant producer's ``to`` is in its vhost's namespace;
+                # routers further on read it from x-opt-qd.to.
+                to = self.router.in_tenant(il.conn, info.to)
+                if to != info.to:
+                    ann = (ann if ann is not None else NO_ANNOTATIONS)._replace(to=to)
+            record = self.network.anonymous_record(d, il, info, ann)
+            if record is None:
+                return
+        if il.transit:
+            # Transit credit comes back on forwarding (docs/routing.md#credit).
+            self.credit_dirty.add(il)
+            if il.router_link is None:
+                # From an edge connection: never sent back over it
+                # (docs/networks.md#edge-routers).
+                self.network.route(d, il, data, record, info, ann)
+                return
+        if record.remotes:
+            self.network.route(d, il, data, record, info, ann)
+            return
+        # Only local consumers: the last router of a network path, or one router.
+        if ann is not None and self.network.looping(il, ann):
+            self.outcomes.no_destination(d, il)
+            return
+        consumers = record.consumers
+        if not consumers:
+            self.network.nowhere(d, il, data, record, info, ann)
+            return
+        dist = record.distribution
+        if dist is _MULTICAST:
+            if ann is not None or (self.edge and il.record is None):
+                # Each copy stripped as its connection wants; on an edge router
+                # an anonymous sender's multicast also goes up the uplink
+                # (docs/networks.md#edge-routers).
+                self.network.route(d, il, data, record, info, ann)
+            else:
+                self._multicast(d, il, data, consumers, keys)
+            return
+        if len(consumers) == 1:
+            ol = consumers[0]  # what either choice returns, without asking
+        else:
+            chosen = choose_closest(consumers) if dist is _CLOSEST \
+                else choose_balanced(consumers)
+            assert chosen is not None
+            ol = chosen
+        if d is None:
+            self.credit_dirty.add(il)
+            ref: Transfer | None = None
+        else:
+            ref = Transfer(d, il)
+            il.unsettled[d] = ref
+            if record.redelivery_limit and self.sender.stream is None:
+                # Kept to go to another consumer if this one gives it back.
+                ref.held = Held(data, record, None, ann.to if ann is not None else None)
+        if ann is not None:
+            assert info is not None
+            data, keys = local_copy(ol, data, info, ann)
+        sender = self.sender
+        if ol.credit > 0 and not ol.queue:
+            sender.transmit(ol, data, ref, keys)
+        else:
+            sender.send(ol, data, ref)
+
+    def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink],
+                   keys: bool) -> None:
+        """One copy to each local consumer; ``keys`` as ``route`` found it, so
+        that no copy scans the message again for router annotations."""
+        # A method of a compiled class called through a local bound method is
+        # a Python-level call; through the object it is a direct C call.
+        sender = self.sender
+        if d is None:
+            self.credit_dirty.add(il)
+            for ol in consumers:
+                sender.send(ol, data, None, keys)
+            return
+        f = Fanout(d, il)
+        f.pending = len(consumers)
+        il.unsettled[d] = f
+        for ol in list(consumers):
+            sender.send(ol, data, f, keys)
+
+    # -- credit -------------------------------------------------------------------
+
+    def flush_credit(self) -> None:
+        """Top every touched sender's credit back up to its window
+        (docs/routing.md#credit)."""
+        dirty = self.credit_dirty
+        if not dirty:
+            return
+        touched = list(dirty)
+        dirty.clear()
+        if self.frozen:
+            return
+        for il in touched:
+            if il.blocked or il.handle is None:
+                continue
+            lptr = il.handle
+            if il.transit:
+                grant = il.window - pn_link_credit(lptr)
+            else:
+                grant = il.window - len(il.unsettled) - pn_link_credit(lptr)
+            if il.partial is not None:
+                grant -= 1
+            if il.demand:
+                grant = min(grant, self._demand(il) - pn_link_credit(lptr))
+            if grant > 0:
+                pn_link_flow(lptr, grant)
+                self.dirty.add(il.conn.handle)
+
+    @staticmethod
+    def _demand(il: InLink) -> int:
+        """The credit a demand sender may hold: its share of what the local
+        consumers of its address can take now (``router.core.destinations``)."""
+        record = il.record
+        assert record is not None
+        room = 0
+        for ol in record.consumers:
+            free = ol.credit - len(ol.queue)
+            if free > 0:
+                room += free
+        senders = len(record.demand_senders)
+        if senders > 1 and room:
+            return max(1, room // senders)
+        return room
+
+    # -- links going away -------------------------------------------------------
+
+    def lose_incoming(self, il: InLink) -> None:
+        """A producer's link went away (docs/routing.md#when-a-link-or-connection-goes)."""
+        if self.outcomes.streams:
+            self.streams.incoming_lost(il)
+        self.outcomes.lose_incoming(il)
+
+    def lose_outgoing(self, ol: OutLink) -> None:
+        """A consumer's link went away (docs/routing.md#when-a-link-or-connection-goes)."""
+        if self.sender.busy:
+            self.streams.outgoing_lost(ol)
+        self.outcomes.lose_outgoing(ol)
+        trunks = self.sender.trunks
+        if trunks is not None:
+            trunks.lost(ol)
+
+
+__all__ = ["HIGH_WATER", "STREAM_AT", "Forwarder"]
