@@ -44,11 +44,13 @@ from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrade
 from router.adapter.connections.peergroup import DiscoverySettings, PeerGroup
 from router.adapter.connections.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.connections.transports import Transports
-from router.adapter.effects import CoreTimers, Effects
+from router.adapter.effects import Effects
 from router.adapter.endpoints.attaching import Attaching
-from router.adapter.endpoints.links import Links
+from router.adapter.endpoints.lifecycle import EndpointEvents, Teardown
+from router.adapter.endpoints.links import Departures, Links
 from router.adapter.endpoints.opening import Opening
 from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.endpoints.sessions import Sessions
 from router.adapter.endpoints.trunks import IDLE_KEPT, Trunks
 from router.adapter.events import Events
 from router.adapter.forwarding.forwarder import Forwarder
@@ -57,6 +59,7 @@ from router.adapter.http.console import Console
 from router.adapter.http.metrics import CONTENT_TYPE, Exposition
 from router.adapter.http.server import HttpServer
 from router.adapter.loop.eventloop import EventLoop
+from router.adapter.loop.timers import CoreTimers
 from router.adapter.pending import Pending
 from router.adapter.sweep import Sweep
 from router.core import Connection, Role, Router
@@ -107,18 +110,20 @@ def build_engine(*, core: Router, router_id: str,
     profiles = tls_profiles if tls_profiles is not None else {}
     loop = EventLoop(clock)
     pending = Pending()
-    forwarder = Forwarder(core, router_id, pending, clock)
+    links = Links()
+    sessions = Sessions()
+    trunks = Trunks(core, links, sessions, pending, idle_streaming_links)
+    forwarder = Forwarder(core, router_id, pending, clock, trunks)
     relay = Relay(pending, forwarder.buffer)
+    departures = Departures(links, forwarder, relay)
     transports = Transports(loop, pending, router_id)
     logs.on_change(transports, transports.trace_all)
-    links = Links(forwarder, relay)
-    own = OwnLinks(core, links, relay, pending, transports.by_connection, clock)
-    trunks = Trunks(core, links, own, pending, idle_streaming_links)
-    forwarder.sender.trunks = trunks
+    own = OwnLinks(core, links, departures, sessions, relay, pending, transports.by_connection,
+                   clock)
     opening = Opening(core, router_id, policy, profiles, transports.by_connection,
                       transports.by_transport, clock)
-    attaching = Attaching(core, links, own, policy, pending, transports.by_connection, clock,
-                          forwarder.sender.outgoing_flow)
+    attaching = Attaching(core, links, departures, own, policy, pending,
+                          transports.by_connection, clock, forwarder.flow)
     effects = Effects(own, forwarder, lambda conn, why: _close(transports, conn, why),
                       attaching.lookup_answered)
     stats = RouterStats(core=core, router_id=router_id, section=section,
@@ -140,9 +145,12 @@ def build_engine(*, core: Router, router_id: str,
                       clock=clock)
     http = HttpServer(loop, Exposition(stats), CONTENT_TYPE, handoff,
                       Upgrades(transports, policy), console)
-    events = Events(router=core, transports=transports, pending=pending, forwarder=forwarder,
-                    relay=relay, links=links, own=own, opening=opening, attaching=attaching,
-                    effects=effects, connectors=connector_part, policy=policy,
+    endpoints = EndpointEvents(transports, opening, attaching, pending, effects.apply)
+    teardown = Teardown(router=core, transports=transports, departures=departures, own=own,
+                        policy=policy, connectors=connector_part, pending=pending,
+                        apply=effects.apply)
+    events = Events(transports=transports, pending=pending, forwarder=forwarder, relay=relay,
+                    links=links, endpoints=endpoints, teardown=teardown, effects=effects,
                     management=node)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,

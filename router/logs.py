@@ -34,7 +34,8 @@ _NAMES = {v: k for k, v in LEVELS.items()}
 # Which Python loggers each qdrouterd module covers (longest prefix wins).
 MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "ROUTER": ("router", "router.adapter.endpoints.opening.router", "router.assembly.router"),
-    "ROUTER_CORE": ("router.core", "router.adapter.events", "router.adapter.endpoints.attaching",
+    "ROUTER_CORE": ("router.core", "router.adapter.events", "router.adapter.endpoints.lifecycle",
+                    "router.adapter.endpoints.attaching",
                     "router.adapter.endpoints.ownlinks", "router.adapter.endpoints.opening",
                     "router.adapter.endpoints.termini", "router.adapter.forwarding.forwarder",
                     "router.adapter.forwarding.redelivery",
@@ -48,7 +49,8 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
                "router.assembly", "router.cli"),
     "AGENT": ("router.adapter.admin.node", "router.management"),
     "POLICY": ("router.adapter.endpoints.attaching.policy",
-               "router.adapter.endpoints.opening.policy", "router.adapter.events.policy",
+               "router.adapter.endpoints.opening.policy",
+               "router.adapter.endpoints.lifecycle.policy",
                "router.adapter.connections.listeners.policy",
                "router.adapter.admin.entities.policy"),
     "PROTOCOL": ("router.adapter.connections.tracing",),

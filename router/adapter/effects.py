@@ -29,7 +29,6 @@ from router.core import (
     ForwardAttach,
     LookupAnswered,
     RouteMessage,
-    Router,
     SendFrame,
     SendOnLink,
     UnblockSender,
@@ -52,8 +51,6 @@ class Effects:
                  resume: Callable[[LookupAnswered], list[Effect]]) -> None:
         self.own = own
         self.forwarder = forwarder
-        self.sender = forwarder.sender
-        self.outcomes = forwarder.outcomes
         self.close = close
         self.resume = resume
 
@@ -64,13 +61,13 @@ class Effects:
                 case SendFrame():
                     out = effect.link.control
                     if out is not None and out.handle is not None:
-                        self.sender.send(out, effect.data, None)
+                        self.forwarder.send_own(out, effect.data)
                 case UnblockSender():
                     if effect.link.handle is not None:
-                        self.outcomes.unblock(effect.link)
+                        self.forwarder.unblock(effect.link)
                 case BlockSender():
                     if effect.link.handle is not None:
-                        self.outcomes.block(effect.link, effect.drain)
+                        self.forwarder.block(effect.link, effect.drain)
                 case AttachAutoLink():
                     self.own.attach_autolink(effect)
                 case DetachAutoLink():
@@ -89,7 +86,7 @@ class Effects:
                     if effect.link.handle is not None and (
                             effect.settled or not self.own.send_unsettled(effect.link,
                                                                           effect.data)):
-                        self.sender.send(effect.link, effect.data, None)
+                        self.forwarder.send_own(effect.link, effect.data)
                 case RouteMessage():
                     self.forwarder.route_own(effect.data)
                 case CloseConnection():
@@ -107,27 +104,4 @@ class Effects:
             self.apply(effects)
 
 
-class CoreTimers:
-    """The core's timed work (hello, link-state ages, auto-link retries) as a
-    part of the loop.
-
-    Args:
-        router: the routing core.
-        apply: carries out what its ``tick`` returns.
-    """
-
-    def __init__(self, router: Router, apply: Callable[[list[Effect]], None]) -> None:
-        self.router = router
-        self.apply = apply
-
-    def next_due(self) -> float | None:
-        return self.router.next_deadline()
-
-    def tick(self, now: float) -> None:
-        self.apply(self.router.tick(now))
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-__all__ = ["CoreTimers", "Effects"]
+__all__ = ["Effects"]

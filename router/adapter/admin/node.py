@@ -75,7 +75,6 @@ class ManagementNode:
         self.router = router
         self.policy = policy
         self.forwarder = forwarder
-        self.outcomes = forwarder.outcomes
         self.agent = agent
         self.apply = apply
         self.pending: list[Queued] = []
@@ -90,6 +89,31 @@ class ManagementNode:
         # Responses enter routing as if a client had sent them, pre-settled.
         self.sender = InLink(LinkId(0), self.conn, name="$management-reply", address=None,
                              record=None)
+
+    # -- for the console, which asks other routers' agents ------------------------------
+
+    def attach_in_process(self, address: str, name: str,
+                          take: Callable[[bytes, Transfer | Fanout | None], None]) -> InLink:
+        """An in-process consumer of ``address`` on the node's connection,
+        whose deliveries go to ``take``; and the link the consumer's own
+        messages enter routing on, pre-settled (``send``)."""
+        link = self.router.in_process_attached(self.conn, address, name=name)
+        link.queue = Inbox(take)
+        return InLink(LinkId(0), self.conn, name=f"{name}-request", address=None, record=None)
+
+    def send(self, sender: InLink, data: bytes) -> None:
+        """Route a message of an in-process sender (``attach_in_process``)."""
+        self.forwarder.route(None, sender, data)
+
+    def consumed(self, ref: Transfer | Fanout | None, state: int) -> None:
+        """An in-process consumer took its copy with ``state``."""
+        self.forwarder.consumed(ref, state)
+
+    def in_network(self, router_id: str) -> bool:
+        """Whether ``router_id`` is a router of this one's network (any is,
+        for a router that is in none)."""
+        network = self.router.network
+        return network is None or any(n.id == router_id for n in network.protocol.node_table())
 
     def _queued(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         self.pending.append((data, ref))
@@ -113,16 +137,16 @@ class ManagementNode:
             request = decode_request(data, None if ref is None else ref.in_link.conn)
         except PeerProtocolError as exc:
             log.warning("management request dropped: %s", exc)
-            self.outcomes.consumed(ref, REJECTED)
+            self.forwarder.consumed(ref, REJECTED)
             return
         if request.reply_to is None:
             # Nowhere to send a status: the sender learns it from the outcome
             # (qdrouterd accepts such a request and drops it silently).
             self.dropped += 1
             log.info("management request without reply-to rejected")
-            self.outcomes.consumed(ref, REJECTED)
+            self.forwarder.consumed(ref, REJECTED)
             return
-        self.outcomes.consumed(ref, ACCEPTED)
+        self.forwarder.consumed(ref, ACCEPTED)
         operation = str(request.properties.get("operation", ""))
         refusal = self._refusal(ref, operation, str(request.properties.get("type", "")))
         if refusal is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from linkroute import Detach
 from router.adapter.connections.state import Conn
-from router.adapter.endpoints.links import Links
+from router.adapter.endpoints.links import Departures, Links
 from router.adapter.endpoints.ownlinks import OwnLinks
 from router.adapter.endpoints.termini import (
     attach,
@@ -78,6 +78,7 @@ class Attaching:
     Args:
         router: the routing core.
         links: the link table.
+        departures: settles what a link that goes held.
         own: the links the router attached itself.
         policy: who may attach what.
         pending: the wake-up's shared work (senders whose credit to look at).
@@ -87,12 +88,14 @@ class Attaching:
             its credit arrived).
     """
 
-    def __init__(self, router: Router, links: Links, own: OwnLinks, policy: Policy,
+    def __init__(self, router: Router, links: Links, departures: Departures, own: OwnLinks,
+                 policy: Policy,
                  pending: Pending, by_connection: dict[Any, Conn],
                  clock: Callable[[], float],
                  flowed: Callable[[OutLink], None] | None = None) -> None:
         self.router = router
         self.links = links
+        self.departures = departures
         self.own = own
         self.policy = policy
         self.credit_dirty = pending.credit
@@ -250,7 +253,7 @@ class Attaching:
         if isinstance(link, RoutedEnd) and link.answer_awaited:
             # It detached already; its session ends before the answer came:
             # nothing is left to answer.
-            links.pop(lptr)
+            self.departures.pop(lptr)
             return []
         if log.isEnabledFor(logging.INFO):
             log.info("[%r][L%d] %s: %s", link.conn, link.link_id, why, describe_counters(link))
@@ -259,13 +262,13 @@ class Attaching:
             if answerable and link.answer_awaited:
                 # Nothing more passes through it: what did is settled now
                 # (a partial copy aborted before the detach goes on).
-                links.relay.routed_gone(link)
+                self.departures.settle_routed(link)
             else:
                 # Answered at once, or its session ended: the other side gets
                 # the session's error, and nothing answers this side any more.
-                links.pop(lptr)
+                self.departures.pop(lptr)
             return routed
-        links.pop(lptr)
+        self.departures.pop(lptr)
         now = self.clock()
         effects = self.router.link_detached(link, now, error=detach_error(lptr))
         network = self.router.network

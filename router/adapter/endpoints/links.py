@@ -1,10 +1,10 @@
 """The links the router serves, by their proton handle.
 
 Owns the table from a proton link to the core's link record (an incoming
-or outgoing routed-by-message link, or one end of a link-routed pair),
-forgetting a link that went (its deliveries settled by the forwarder or
-the relay, its counts kept in the router-wide totals), and the client
-links admitted under vhost policy.  The per-message dispatch reads the
+or outgoing routed-by-message link, or one end of a link-routed pair) with
+the client links admitted under vhost policy (``Links``), and forgetting a
+link that went (``Departures``: its deliveries settled by the forwarder or
+the relay, its counts kept in the router-wide totals).  The per-message dispatch reads the
 table on every delivery; everything else here runs per attach or detach.
 """
 
@@ -35,16 +35,12 @@ def sample_credit(conns: Iterable[Connection]) -> list[Connection]:
 
 
 class Links:
-    """The link table.
+    """The link table: every link the router serves by its proton handle,
+    the router-wide counts of those gone, and the client links admitted by
+    vhost policy.  Removing a link that may hold deliveries is
+    ``Departures``'s; ``remove`` is for one that holds nothing."""
 
-    Args:
-        forwarder: settles what a departing message-routed link held.
-        relay: settles what a departing link-routed link held.
-    """
-
-    def __init__(self, forwarder: Forwarder, relay: Relay) -> None:
-        self.forwarder = forwarder
-        self.relay = relay
+    def __init__(self) -> None:
         #: Every served link by its proton handle.
         self.table: dict[Any, Link] = {}
         #: Router-wide counters of endpoint links that are gone (management).
@@ -55,6 +51,34 @@ class Links:
     def add(self, lptr: Any, link: Link) -> None:
         self.table[lptr] = link
 
+    def retire(self, link: Link) -> None:
+        """``link`` is gone: its counts join the totals."""
+        link.handle = None
+        link.conn.delivered_gone += link.delivered
+        tally(self.retired, link)
+
+    def remove(self, lptr: Any) -> None:
+        """Remove a link that holds nothing (an idle streaming link the router closes)."""
+        link = self.table.pop(lptr, None)
+        if link is not None:
+            self.retire(link)
+
+
+class Departures:
+    """Links that go: what each held is settled by the part that carried it
+    (docs/routing.md#when-a-link-or-connection-goes), then it leaves the table.
+
+    Args:
+        links: the link table.
+        forwarder: settles what a message-routed link held.
+        relay: settles what a link-routed end held.
+    """
+
+    def __init__(self, links: Links, forwarder: Forwarder, relay: Relay) -> None:
+        self.links = links
+        self.forwarder = forwarder
+        self.relay = relay
+
     def forget(self, link: Link) -> None:
         """``link`` is gone: what it held is settled, its counts kept."""
         if isinstance(link, OutLink):
@@ -63,16 +87,25 @@ class Links:
             self.forwarder.lose_incoming(link)
         else:
             self.relay.routed_gone(link)
-        link.handle = None
-        link.conn.delivered_gone += link.delivered
-        tally(self.retired, link)
+        self.links.retire(link)
+
+    def settle_routed(self, end: RoutedEnd) -> None:
+        """What a link-routed end held is settled now, though it stays in the
+        table until the other side's answer to its detach comes."""
+        self.relay.routed_gone(end)
+
+    def drop(self, lptr: Any, link: Link) -> None:
+        """``link``, served as ``lptr``, went with its connection: out of the
+        table, and forgotten."""
+        self.links.table.pop(lptr, None)
+        self.forget(link)
 
     def pop(self, lptr: Any) -> Link | None:
         """Remove ``lptr`` from the table and forget its link, if it had one."""
-        link = self.table.pop(lptr, None)
+        link = self.links.table.pop(lptr, None)
         if link is not None:
             self.forget(link)
         return link
 
 
-__all__ = ["Link", "Links", "sample_credit"]
+__all__ = ["Departures", "Link", "Links", "sample_credit"]

@@ -19,7 +19,8 @@ from proton import Data, symbol
 
 from autolink import AutoLink
 from router.adapter.connections.state import Conn, token
-from router.adapter.endpoints.links import Links
+from router.adapter.endpoints.links import Departures, Links
+from router.adapter.endpoints.sessions import Sessions
 from router.adapter.endpoints.termini import (
     dynamic_route_address,
     facing_address,
@@ -55,16 +56,21 @@ class OwnLinks:
     Args:
         router: the routing core.
         links: the link table the answered links join.
+        departures: settles what a link that goes held.
+        sessions: the one-link sessions of the router's own links.
         relay: passes credit given before a routed pair opened.
         pending: the wake-up's shared work (connections with output).
         by_connection: the adapter connection of a proton connection.
         clock: monotonic clock (seconds).
     """
 
-    def __init__(self, router: Router, links: Links, relay: Relay, pending: Pending,
+    def __init__(self, router: Router, links: Links, departures: Departures,
+                 sessions: Sessions, relay: Relay, pending: Pending,
                  by_connection: dict[Any, Conn], clock: Callable[[], float]) -> None:
         self.router = router
         self.links = links
+        self.departures = departures
+        self.sessions = sessions
         self.relay = relay
         self.dirty = pending.output
         self.credit_dirty = pending.credit
@@ -72,28 +78,16 @@ class OwnLinks:
         self.clock = clock
         #: Links the router attached itself and the peer has not answered yet.
         self.attaching: dict[Any, AutoLink[Connection]] = {}
-        #: Sessions the router began for one link of its own.
-        self.sessions: set[Any] = set()
         #: The session of each connection's uplink links (an edge router's).
         self.shared: dict[Conn, Any] = {}
         self._own_tags = 0
 
-    def session(self, conn: Conn) -> Any:
-        """A new session for one link of the router's own."""
-        ssn = new_session(conn)
-        self.sessions.add(ssn)
-        return ssn
-
     def end_session(self, lptr: Any) -> None:
         """A link of the router's own went: its session ends with it."""
-        ssn = lib.pn_link_session(lptr)
-        if ssn in self.sessions:
-            self.sessions.discard(ssn)
-            if lib.pn_session_state(ssn) & lib.PN_LOCAL_ACTIVE:
-                lib.pn_session_close(ssn)
+        self.sessions.end(lptr)
 
     def session_lost(self, ssn: Any) -> None:
-        self.sessions.discard(ssn)
+        self.sessions.lost(ssn)
 
     def connection_lost(self, conn: Conn) -> None:
         """The connection is gone: forget its links that were never answered."""
@@ -101,8 +95,7 @@ class OwnLinks:
         for lptr in [p for p in self.attaching
                      if lib.pn_session_connection(lib.pn_link_session(p)) == cptr]:
             del self.attaching[lptr]
-        self.sessions = {ssn for ssn in self.sessions
-                         if lib.pn_session_connection(ssn) != cptr}
+        self.sessions.connection_lost(conn)
         self.shared.pop(conn, None)
 
     # -- the router's own links (an edge's uplink) ----------------------------------------
@@ -166,7 +159,7 @@ class OwnLinks:
         lptr = link.handle
         if lptr is None:
             return
-        self.links.pop(lptr)
+        self.departures.pop(lptr)
         self._close(lptr)
 
     # -- auto-links ---------------------------------------------------------------------
@@ -178,7 +171,7 @@ class OwnLinks:
         conn = effect.conn.handle
         if conn is None or conn.closed:
             return
-        ssn = self.session(conn)
+        ssn = self.sessions.begin(conn)
         name = f"qdlink.{token()}".encode()
         if effect.sender:
             lptr = lib.pn_sender(ssn, name)
@@ -219,7 +212,7 @@ class OwnLinks:
         for lptr, link in list(self.links.table.items()):
             if isinstance(link, InLink | OutLink) and link.autolink is autolink:
                 link.autolink = None  # gone, not failed: no retry
-                self.links.pop(lptr)
+                self.departures.pop(lptr)
                 log.info("[%r][L%d] Auto link deleted: %s", link.conn, link.link_id,
                          describe_counters(link))
                 effects.extend(self.router.link_detached(link, self.clock()))
@@ -242,7 +235,7 @@ class OwnLinks:
         near_lptr = effect.near.handle
         if conn is None or conn.closed or near_lptr is None:
             return  # going away: its connection's close ends the pair
-        ssn = self.session(conn)
+        ssn = self.sessions.begin(conn)
         name = effect.name.encode()
         lptr = lib.pn_receiver(ssn, name) if far.receiving else lib.pn_sender(ssn, name)
         lib.pn_terminus_copy(lib.pn_link_source(lptr), lib.pn_link_remote_source(near_lptr))
@@ -295,7 +288,7 @@ class OwnLinks:
         lptr = end.handle
         if lptr is None:
             return
-        if not end.answer_asked and self.links.pop(lptr) is None:
+        if not end.answer_asked and self.departures.pop(lptr) is None:
             # (Else it stays served until its peer's detach answers this one;
             # ``Links.pop`` settles what passed through it and keeps its counts.)
             self.relay.routed_gone(end)
@@ -310,7 +303,7 @@ class OwnLinks:
         else:
             lib.pn_link_detach(lptr)
         if not end.answer_asked:
-            self.end_session(lptr)  # else when the answer comes (answer_detach)
+            self.sessions.end(lptr)  # else when the answer comes (answer_detach)
         conn = end.conn.handle
         if conn is not None:
             self.dirty.add(conn)

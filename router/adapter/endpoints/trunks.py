@@ -29,7 +29,7 @@ from typing import Any, Final
 from proton import Data, symbol
 
 from router.adapter.endpoints.links import Links
-from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.endpoints.sessions import Sessions
 from router.adapter.pending import Pending
 from router.adapter.pn import lib
 from router.core import Connection, OutLink, Role, Router
@@ -45,18 +45,18 @@ class Trunks:
     Args:
         router: the core, which makes the links' records.
         links: the link table (a streaming link is served like any other).
-        own: the sessions of the router's own links (a streaming link's
+        sessions: the router's own one-link sessions (a streaming link's
             session ends with it, whichever side detaches it).
         pending: the wake-up's shared work.
     """
 
-    def __init__(self, router: Router, links: Links, own: OwnLinks, pending: Pending,
+    def __init__(self, router: Router, links: Links, sessions: Sessions, pending: Pending,
                  kept: int = IDLE_KEPT) -> None:
         self.router = router
         #: Idle links kept per connection (``IDLE_KEPT``; 2 with test hooks).
         self.kept = kept
         self.links = links
-        self.own = own
+        self.sessions = sessions
         self.dirty = pending.output
         #: Every streaming link now open, and the idle ones per connection.
         self.owned: set[OutLink] = set()
@@ -81,7 +81,7 @@ class Trunks:
         if handle is None or handle.closed:
             return None
         link = self.router.streaming_link(conn)
-        lptr = lib.pn_sender(self.own.session(handle), link.name.encode())
+        lptr = lib.pn_sender(self.sessions.begin(handle), link.name.encode())
         if conn.role is Role.INTER_ROUTER:
             for terminus in (lib.pn_link_source(lptr), lib.pn_link_target(lptr)):
                 Data(lib.pn_terminus_capabilities(terminus)).put_symbol(symbol(ROUTER_DATA))
@@ -125,10 +125,10 @@ class Trunks:
     def _close(self, ol: OutLink) -> None:
         lptr: Any = ol.handle
         self.lost(ol)
-        self.links.pop(lptr)
+        self.links.remove(lptr)  # idle: it holds nothing
         ol.conn.out_links.pop(ol.link_id, None)
         lib.pn_link_close(lptr)
-        self.own.end_session(lptr)
+        self.sessions.end(lptr)
         handle = ol.conn.handle
         if handle is not None:
             self.dirty.add(handle)

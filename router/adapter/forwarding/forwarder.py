@@ -5,9 +5,10 @@ Owns reading each complete message off its link (or its first bytes, once
 a message still arriving is large enough to stream), the local forwarding
 decision (anycast to one consumer, multicast to all), and topping senders'
 credit back up once per wake-up.  It is composed of the parts that do the
-rest: ``sending`` puts copies on the wire, ``outcomes`` settles,
-``network`` forwards where other routers are involved, ``streaming``
-carries a streamed message's later frames.  Decisions come from the core
+rest: ``sending`` puts copies on the wire, ``outcomes`` settles the
+producer's side and ``dispositions`` the consumer's (``redelivery``
+forwarding a held message again), ``network`` forwards where other routers
+are involved, ``streaming`` carries a streamed message's later frames.  Decisions come from the core
 (records maintained by ``router.core.Router``, choice functions from
 ``addressing``); this module must not make routing decisions of its own
 beyond applying them, and must not allocate effect objects per message.
@@ -25,11 +26,12 @@ from typing import Any, Final
 
 from addressing import Distribution, choose_balanced, choose_closest
 from router.adapter.forwarding.accel import ABORTED, PARTIAL, SETTLED, recv_whole
+from router.adapter.forwarding.dispositions import Dispositions
 from router.adapter.forwarding.message_log import log_message
 from router.adapter.forwarding.network import NetworkForwarding
 from router.adapter.forwarding.outcomes import Outcomes, whole
 from router.adapter.forwarding.redelivery import Redelivery
-from router.adapter.forwarding.sending import Sender, local_copy
+from router.adapter.forwarding.sending import Sender, StreamingLinks, local_copy
 from router.adapter.forwarding.streaming import HIGH_WATER, STREAM_AT, Streams
 from router.adapter.pending import Counters, Pending, ReceiveBuffer
 from router.adapter.pn import lib
@@ -37,7 +39,6 @@ from router.core import (
     Connection,
     ConnectionId,
     Fanout,
-    Held,
     InLink,
     LinkId,
     MessageFormatError,
@@ -59,6 +60,8 @@ from router.core.settlement import REJECTED
 log = logging.getLogger(__name__)
 
 _MULTICAST = Distribution.MULTICAST
+#: What ``producers_to_read`` answers when no producer is held (never changed).
+_NONE: Final[list[Any]] = []
 _CLOSEST = Distribution.CLOSEST
 
 # Bound once: every attribute lookup on ``lib`` costs on the hot path.
@@ -82,22 +85,27 @@ class Forwarder:
         router_id: this router's id, for the annotations it adds.
         pending: the wake-up's shared work.
         clock: monotonic clock (seconds), for the routing protocol's messages.
+        trunks: the streaming links between routers (None: a streamed copy
+            goes on the link it shares with other messages).
     """
 
     def __init__(self, router: Router, router_id: str, pending: Pending,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], trunks: StreamingLinks | None = None) -> None:
         self.router = router
         self.clock = clock
+        self.trunks = trunks
         self.credit_dirty = pending.credit
         self.dirty = pending.output
         self.counters = Counters()
         self.buffer = ReceiveBuffer()
         self.outcomes = Outcomes(pending, self.counters)
-        self.sender = Sender(router_id, pending, self.outcomes, self.counters)
-        self.streams = Streams(pending, self.outcomes, self.sender, self.buffer, self.counters)
+        self.sender = Sender(router_id, pending, self.outcomes, self.counters, trunks)
         self.network = NetworkForwarding(router, pending, self.outcomes, self.sender,
                                          self.counters)
-        self.outcomes.redelivery = Redelivery(router, self.sender, self.network, self.counters)
+        self.redelivery = Redelivery(router, self.sender, self.network, self.counters)
+        self.dispositions = Dispositions(self.outcomes, self.redelivery, pending)
+        self.streams = Streams(pending, self.outcomes, self.dispositions, self.sender,
+                               self.buffer, self.counters, trunks)
         #: Set when the router shuts down: no more credit is granted.
         self.frozen = False
         #: An edge router (its uplink is fixed when the core is made).
@@ -212,11 +220,7 @@ class Forwarder:
             log_message(il, head, False)
         if settled:
             il.presettled += 1
-        self.sender.stream = stream
-        try:
-            self.route(None if settled else d, il, head)
-        finally:
-            self.sender.stream = None
+        self.route(None if settled else d, il, head, stream)
         self.streams.started(stream)
 
     def _user_id_allowed(self, d: Any, il: InLink, data: bytes) -> bool:
@@ -239,8 +243,10 @@ class Forwarder:
 
     # -- routing ---------------------------------------------------------------
 
-    def route(self, d: Any, il: InLink, data: bytes) -> None:
-        """Forward one complete message; ``d`` is ``None`` when pre-settled."""
+    def route(self, d: Any, il: InLink, data: bytes, stream: Stream | None = None) -> None:
+        """Forward one message; ``d`` is ``None`` when pre-settled.  With a
+        ``stream`` the message is still arriving (``data`` is its first
+        bytes, every section up to the body) and its copies stream."""
         record = il.record
         if record is None and il.control:
             self.network.control(d, il, data, self.clock())
@@ -294,10 +300,10 @@ class Forwarder:
             if il.router_link is None:
                 # From an edge connection: never sent back over it
                 # (docs/networks.md#edge-routers).
-                self.network.route(d, il, data, record, info, ann)
+                self.network.route(d, il, data, record, info, ann, None, stream)
                 return
         if record.remotes:
-            self.network.route(d, il, data, record, info, ann)
+            self.network.route(d, il, data, record, info, ann, None, stream)
             return
         # Only local consumers: the last router of a network path, or one router.
         if ann is not None and self.network.looping(il, ann):
@@ -305,7 +311,7 @@ class Forwarder:
             return
         consumers = record.consumers
         if not consumers:
-            self.network.nowhere(d, il, data, record, info, ann)
+            self.network.nowhere(d, il, data, record, info, ann, stream)
             return
         dist = record.distribution
         if dist is _MULTICAST:
@@ -313,9 +319,9 @@ class Forwarder:
                 # Each copy stripped as its connection wants; on an edge router
                 # an anonymous sender's multicast also goes up the uplink
                 # (docs/networks.md#edge-routers).
-                self.network.route(d, il, data, record, info, ann)
+                self.network.route(d, il, data, record, info, ann, None, stream)
             else:
-                self._multicast(d, il, data, consumers, keys)
+                self._multicast(d, il, data, consumers, keys, stream)
             return
         if len(consumers) == 1:
             ol = consumers[0]  # what either choice returns, without asking
@@ -324,41 +330,69 @@ class Forwarder:
                 else choose_balanced(consumers)
             assert chosen is not None
             ol = chosen
-        if d is None:
-            self.credit_dirty.add(il)
-            ref: Transfer | None = None
-        else:
-            ref = Transfer(d, il)
-            il.unsettled[d] = ref
-            if record.redelivery_limit and self.sender.stream is None:
-                # Kept to go to another consumer if this one gives it back.
-                ref.held = Held(data, record, None, ann.to if ann is not None else None)
+        ref = self.outcomes.transfer(d, il, data, record, ann, None, stream)
         if ann is not None:
             assert info is not None
             data, keys = local_copy(ol, data, info, ann)
         sender = self.sender
         if ol.credit > 0 and not ol.queue:
-            sender.transmit(ol, data, ref, keys)
+            sender.transmit(ol, data, ref, keys, stream)
         else:
-            sender.send(ol, data, ref)
+            sender.send(ol, data, ref, True, stream)
 
     def _multicast(self, d: Any, il: InLink, data: bytes, consumers: list[OutLink],
-                   keys: bool) -> None:
+                   keys: bool, stream: Stream | None) -> None:
         """One copy to each local consumer; ``keys`` as ``route`` found it, so
         that no copy scans the message again for router annotations."""
         # A method of a compiled class called through a local bound method is
         # a Python-level call; through the object it is a direct C call.
         sender = self.sender
-        if d is None:
-            self.credit_dirty.add(il)
-            for ol in consumers:
-                sender.send(ol, data, None, keys)
-            return
-        f = Fanout(d, il)
-        f.pending = len(consumers)
-        il.unsettled[d] = f
+        f = self.outcomes.fanout(d, il, len(consumers))
         for ol in list(consumers):
-            sender.send(ol, data, f, keys)
+            sender.send(ol, data, f, keys, stream)
+
+    # -- for the router's own parts -----------------------------------------------
+
+    def send_own(self, ol: OutLink, data: bytes) -> None:
+        """Send a message the router makes itself (the routing protocol's, an
+        edge service's), pre-settled, on ``ol``."""
+        self.sender.send(ol, data, None)
+
+    def consumed(self, ref: Transfer | Fanout | None, state: int) -> None:
+        """An in-process consumer (the management agent) took its copy with ``state``."""
+        self.outcomes.consumed(ref, state)
+
+    def block(self, il: InLink, drain: bool) -> None:
+        """The sender's address lost its last destination (docs/routing.md#credit)."""
+        self.outcomes.block(il, drain)
+
+    def unblock(self, il: InLink) -> None:
+        """The sender's address has a destination again."""
+        self.outcomes.unblock(il)
+
+    # -- what the dispatcher hands over besides a producer's message ---------------
+
+    def disposition(self, od: Any, ol: OutLink, settled: int, state: int) -> None:
+        """A PN_DELIVERY event on a router-outgoing link: the consumer's
+        disposition, settled or not, and its state (``accel.next_event``)."""
+        self.dispositions.outgoing(od, ol, settled, state)
+
+    def flow(self, ol: OutLink) -> None:
+        """PN_LINK_FLOW on a router-outgoing link: the consumer gave credit."""
+        self.sender.outgoing_flow(ol)
+
+    def settle_deferred(self) -> None:
+        """Settle the consumers' deliveries put off by their dispositions
+        (``Pending.settle_later``), in one go."""
+        self.outcomes.settle_deferred()
+
+    def producers_to_read(self) -> list[Any]:
+        """The connections of producers held while a streamed copy was too far
+        behind that may be read again now (docs/routing.md#large-messages)."""
+        streams = self.streams
+        if streams.paused:
+            streams.check_paused()
+        return streams.take_resumed() if streams.resumed else _NONE
 
     # -- credit -------------------------------------------------------------------
 
@@ -416,10 +450,9 @@ class Forwarder:
         """A consumer's link went away (docs/routing.md#when-a-link-or-connection-goes)."""
         if self.sender.busy:
             self.streams.outgoing_lost(ol)
-        self.outcomes.lose_outgoing(ol)
-        trunks = self.sender.trunks
-        if trunks is not None:
-            trunks.lost(ol)
+        self.dispositions.lose_outgoing(ol)
+        if self.trunks is not None:
+            self.trunks.lost(ol)
 
 
 __all__ = ["HIGH_WATER", "STREAM_AT", "Forwarder"]

@@ -23,8 +23,6 @@ from router.core import (
     FALLBACK_PHASE,
     UNAVAILABLE,
     AddressRecord,
-    Fanout,
-    Held,
     InLink,
     MessageFormatError,
     MessageInfo,
@@ -32,7 +30,7 @@ from router.core import (
     RemoteTarget,
     Router,
     RouterAnnotations,
-    Transfer,
+    Stream,
     UplinkTarget,
     annotate_upward,
     scan,
@@ -125,7 +123,8 @@ class NetworkForwarding:
         return found
 
     def nowhere(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
-                info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+                info: MessageInfo | None, ann: RouterAnnotations | None,
+                stream: Stream | None = None) -> None:
         """The address has no destination for the message
         (docs/routing.md#when-nothing-can-receive): its
         fallback takes it, unless the message came from a fallback link
@@ -135,7 +134,7 @@ class NetworkForwarding:
             # has no destination goes up the uplink (docs/networks.md#edge-routers).
             beyond = self.router.records.get(EDGE_KEY)
             if beyond is not None and beyond is not record and beyond.remotes:
-                self._upward(d, il, data, beyond, info, ann)
+                self._upward(d, il, data, beyond, info, ann, stream)
                 return
         fallback = record.fallback
         if fallback is None or il.fallback or not fallback.has_destination:
@@ -143,15 +142,16 @@ class NetworkForwarding:
             return
         self.counters.redirected += 1
         record.redirected += 1
-        self.route(d, il, data, fallback, info, ann, FALLBACK_PHASE)
+        self.route(d, il, data, fallback, info, ann, FALLBACK_PHASE, stream)
 
     def route(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
               info: MessageInfo | None, ann: RouterAnnotations | None,
-              phase_override: int | None = None) -> None:
+              phase_override: int | None = None, stream: Stream | None = None) -> None:
         """Forward where remote routers are involved: a message for an address
         other routers have, or one that arrived from another router
         (docs/networks.md#messages-across-routers); also a message redirected to
-        a fallback destination (``phase_override``, docs/routing.md#fallback)."""
+        a fallback destination (``phase_override``, docs/routing.md#fallback).
+        ``stream`` as for ``Forwarder.route``."""
         network = self.router.network
         if info is None:
             try:
@@ -160,11 +160,11 @@ class NetworkForwarding:
                 self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
         if self.router.uplink is not None:
-            self._edge(d, il, data, record, info, ann, phase_override)
+            self._edge(d, il, data, record, info, ann, phase_override, stream)
             return
         remotes = record.remotes
         if remotes and type(remotes[0]) is UplinkTarget:
-            self._down(d, il, data, record, info, ann, remotes[0].link)
+            self._down(d, il, data, record, info, ann, remotes[0].link, stream)
             return
         if ann is not None:
             if self.looping(il, ann):
@@ -176,14 +176,7 @@ class NetworkForwarding:
             origin = None
             visited = _NOWHERE
         priority = effective_priority(record.priority, info.priority)
-        if il.record is not None:
-            to = il.address
-            phase = il.phase or None
-        else:
-            to = ann.to if ann is not None else None
-            phase = ann.phase if ann is not None else None
-        if phase_override is not None:
-            phase = phase_override
+        to, phase = addressed(il, ann, phase_override)
         consumers = record.consumers
         if il.transit and il.router_link is None:
             consumers = self._elsewhere(il, consumers)
@@ -200,14 +193,14 @@ class NetworkForwarding:
                 if out is not None:
                     hops[rlink.link_id] = out
             if not consumers and not hops:
-                self.nowhere(d, il, data, record, info, ann)
+                self.nowhere(d, il, data, record, info, ann, stream)
                 return
             annotated = self.encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
                 else data
             copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
             copies += [(ol, annotated, False) for ol in hops.values()]
             record.transit += len(hops)
-            self._fan_out(d, il, copies)
+            self._fan_out(d, il, copies, stream)
             return
         chosen: OutLink | RemoteTarget | None
         if dist is _CLOSEST:
@@ -226,22 +219,14 @@ class NetworkForwarding:
                        and (network is None or network.valid_origin(t, origin))]
             chosen = choose_balanced(consumers, remotes)
         if chosen is None:
-            self.nowhere(d, il, data, record, info, ann)
+            self.nowhere(d, il, data, record, info, ann, stream)
             return
-        ref: Transfer | None = None
-        if d is not None:
-            ref = Transfer(d, il)
-            il.unsettled[d] = ref
-            if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record, phase_override,
-                                ann.to if ann is not None else None)
-        else:
-            self.credit_dirty.add(il)
+        ref = self.outcomes.transfer(d, il, data, record, ann, phase_override, stream)
         if isinstance(chosen, OutLink):
             if consumers is not record.consumers and len(record.consumers) > 1:
                 _rotate(record.consumers, chosen)
             payload, keys = local_copy(chosen, data, info, ann)
-            self.sender.send(chosen, payload, ref, keys)
+            self.sender.send(chosen, payload, ref, keys, stream)
             return
         out = chosen.link.data_link(priority)
         if out is None:
@@ -254,21 +239,16 @@ class NetworkForwarding:
             ref.target = hop
             hop.outstanding += 1
         record.transit += 1
-        self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref)
+        self.sender.send(out, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref,
+                         True, stream)
 
-    def _fan_out(self, d: Any, il: InLink, copies: list[tuple[OutLink, bytes, bool]]) -> None:
+    def _fan_out(self, d: Any, il: InLink, copies: list[tuple[OutLink, bytes, bool]],
+                 stream: Stream | None) -> None:
         """Send the copies of one multicast message, ``(link, bytes, keys)``
         each; an unsettled one is settled once every copy is."""
-        if d is None:
-            self.credit_dirty.add(il)
-            for ol, payload, keys in copies:
-                self.sender.send(ol, payload, None, keys)
-            return
-        f = Fanout(d, il)
-        f.pending = len(copies)
-        il.unsettled[d] = f
+        f = self.outcomes.fanout(d, il, len(copies))
         for ol, payload, keys in copies:
-            self.sender.send(ol, payload, f, keys)
+            self.sender.send(ol, payload, f, keys, stream)
 
     @staticmethod
     def _elsewhere(il: InLink, consumers: list[OutLink]) -> list[OutLink]:
@@ -281,35 +261,25 @@ class NetworkForwarding:
         return consumers
 
     def _down(self, d: Any, il: InLink, data: bytes, record: AddressRecord, info: MessageInfo,
-              ann: RouterAnnotations | None, down: OutLink) -> None:
+              ann: RouterAnnotations | None, down: OutLink, stream: Stream | None) -> None:
         """Send a message for ``_edge/<id>/...`` down the downlink of an edge
         attached here, addressed (``x-opt-qd.to``) as its producer's link is,
         since the downlink is anonymous at the edge (docs/networks.md#edge-routers)."""
         if il.transit and il.router_link is None and down.conn is il.conn:
-            self.nowhere(d, il, data, record, info, ann)  # never back to the edge it came from
+            # never back to the edge it came from
+            self.nowhere(d, il, data, record, info, ann, stream)
             return
-        if il.record is not None:
-            to: str | None = il.address
-            phase = il.phase or None
-        else:
-            to = ann.to if ann is not None else None
-            phase = ann.phase if ann is not None else None
-        ref: Transfer | None = None
-        if d is not None:
-            ref = Transfer(d, il)
-            il.unsettled[d] = ref
-            if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record, None, ann.to if ann is not None else None)
-        else:
-            self.credit_dirty.add(il)
+        to, phase = addressed(il, ann, None)
+        ref = self.outcomes.transfer(d, il, data, record, ann, None, stream)
         record.transit += 1
         self.sender.send(down, self.encoder.annotate(data, info, ann, to=to, phase=phase), ref,
-                         False)
+                         False, stream)
 
     # -- an edge router ---------------------------------------------------------------
 
     def _edge(self, d: Any, il: InLink, data: bytes, record: AddressRecord, info: MessageInfo,
-              ann: RouterAnnotations | None, phase_override: int | None) -> None:
+              ann: RouterAnnotations | None, phase_override: int | None,
+              stream: Stream | None) -> None:
         """Forward on an edge router (docs/networks.md#edge-routers): among the
         consumers on the edge and the uplink, which is the way to every
         destination beyond it.  A message that came down the uplink never
@@ -326,13 +296,13 @@ class NetworkForwarding:
                 if beyond is not None and beyond.remotes:
                     up = beyond.remotes[0].link
             if not consumers and up is None:
-                self.nowhere(d, il, data, record, info, ann)
+                self.nowhere(d, il, data, record, info, ann, stream)
                 return
             copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
             if up is not None:
                 copies.append((up, self.upward_copy(il, data, info, ann, phase_override),
                                False))
-            self._fan_out(d, il, copies)
+            self._fan_out(d, il, copies, stream)
             return
         chosen: OutLink | UplinkTarget | None
         if dist is _CLOSEST:
@@ -341,26 +311,19 @@ class NetworkForwarding:
         else:
             chosen = choose_balanced(consumers, remotes)
         if chosen is None:
-            self.nowhere(d, il, data, record, info, ann)
+            self.nowhere(d, il, data, record, info, ann, stream)
             return
-        ref: Transfer | None = None
-        if d is not None:
-            ref = Transfer(d, il)
-            il.unsettled[d] = ref
-            if record.redelivery_limit and self.sender.stream is None:
-                ref.held = Held(data, record, phase_override,
-                                ann.to if ann is not None else None)
-        else:
-            self.credit_dirty.add(il)
+        ref = self.outcomes.transfer(d, il, data, record, ann, phase_override, stream)
         if isinstance(chosen, OutLink):
             payload, keys = local_copy(chosen, data, info, ann)
-            self.sender.send(chosen, payload, ref, keys)
+            self.sender.send(chosen, payload, ref, keys, stream)
             return
         self.sender.send(chosen.link, self.upward_copy(il, data, info, ann, phase_override),
-                         ref, False)
+                         ref, False, stream)
 
     def _upward(self, d: Any, il: InLink, data: bytes, beyond: AddressRecord,
-                info: MessageInfo | None, ann: RouterAnnotations | None) -> None:
+                info: MessageInfo | None, ann: RouterAnnotations | None,
+                stream: Stream | None) -> None:
         """Send an anonymous sender's message up the anonymous uplink link."""
         if info is None:
             try:
@@ -368,22 +331,32 @@ class NetworkForwarding:
             except MessageFormatError as exc:
                 self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
-        self._edge(d, il, data, beyond, info, ann, None)
+        self._edge(d, il, data, beyond, info, ann, None, stream)
 
     @staticmethod
     def upward_copy(il: InLink, data: bytes, info: MessageInfo,
                      ann: RouterAnnotations | None, phase_override: int | None) -> bytes:
         """The copy that goes up the uplink: addressed (``x-opt-qd.to``) as the
         producer's link is, or as it arrived, with no ingress or trace."""
-        if il.record is not None:
-            to: str | None = il.address
-            phase = il.phase or None
-        else:
-            to = ann.to if ann is not None else None
-            phase = ann.phase if ann is not None else None
-        if phase_override is not None:
-            phase = phase_override
+        to, phase = addressed(il, ann, phase_override)
         return annotate_upward(data, info, to=to, phase=phase)
+
+
+def addressed(il: InLink, ann: RouterAnnotations | None,
+              phase_override: int | None) -> tuple[str | None, int | None]:
+    """``x-opt-qd.to`` and the phase a copy to another router carries
+    (docs/networks.md#messages-across-routers): the producer's link's
+    address and phase, or the message's as it arrived; a fallback's phase
+    (``phase_override``) wins."""
+    if il.record is not None:
+        to: str | None = il.address
+        phase = il.phase or None
+    else:
+        to = ann.to if ann is not None else None
+        phase = ann.phase if ann is not None else None
+    if phase_override is not None:
+        phase = phase_override
+    return to, phase
 
 
 def _rotate(consumers: list[OutLink], chosen: OutLink) -> None:
@@ -393,4 +366,4 @@ def _rotate(consumers: list[OutLink], chosen: OutLink) -> None:
         consumers.append(chosen)
 
 
-__all__ = ["NetworkForwarding"]
+__all__ = ["NetworkForwarding", "addressed"]

@@ -1,36 +1,37 @@
 """Outcomes and settlement on the per-message path (docs/routing.md#settlement-and-dispositions).
 
-Owns carrying a consumer's disposition back to the producer (anycast, with
-its details), folding multicast copies, the producer settling first, and
-what the producer is told when either side's link goes away; plus the
-router's own outcomes (released, rejected) and withdrawing or restoring a
-sender's credit.  The rules come from ``router.core.settlement``; this
-module applies them with raw proton calls and must not route.  It is the
-lowest of the per-message parts: it calls none of the others.
+Owns tracking a producer's delivery while its copies are out (a
+``Transfer`` for one copy, a ``Fanout`` for multicast), folding multicast
+copies' outcomes, the producer settling first or going away, the router's
+own outcomes (released, rejected) and withdrawing or restoring a sender's
+credit.  A consumer's disposition and a consumer going away are
+``router.adapter.forwarding.dispositions``'s, which may forward a delivery
+again.  The rules come from ``router.core.settlement``; this module applies
+them with raw proton calls and must not route.  It is the lowest of the
+per-message parts: it calls none of the others.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from router.adapter.forwarding.accel import update_settle
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import NULL, lib
 from router.core import (
-    OUTCOME_INDEX,
+    AddressRecord,
     Fanout,
+    Held,
     InLink,
     LostCopy,
-    OutLink,
+    RouterAnnotations,
     Stream,
     Transfer,
     count_outcome,
     fold_multicast,
     outcome_for_lost_copy,
 )
-from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
+from router.core.settlement import MODIFIED, REJECTED, RELEASED, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -43,26 +44,8 @@ pn_link_set_drain: Final = lib.pn_link_set_drain
 
 # What a producer is told for a copy whose consumer went away (the rule is
 # router.core.settlement's; resolved once here, not per copy).
-_LOST_UNDELIVERED = outcome_for_lost_copy(LostCopy.UNDELIVERED).value
-_LOST_UNSETTLED = LOST_UNSETTLED = outcome_for_lost_copy(LostCopy.UNSETTLED).value
-
-
-class Redeliverer(Protocol):
-    """Forwards a delivery again when its copy comes back
-    (``router.adapter.forwarding.redelivery.Redelivery``)."""
-
-    def again(self, ref: Transfer, ol: OutLink, state: int, disposition: Any) -> bool: ...
-
-
-def _say_failed(d: Any, il: InLink) -> None:
-    """Tell the producer MODIFIED with ``delivery-failed`` (RELEASED when it
-    does not take MODIFIED): its message came back released from the last
-    consumer it was forwarded to, after an earlier one failed it."""
-    if il.may_modify:
-        lib.pn_disposition_set_failed(pn_delivery_local(d), True)
-        pn_delivery_update(d, MODIFIED)
-    else:
-        pn_delivery_update(d, RELEASED)
+LOST_UNDELIVERED: Final = outcome_for_lost_copy(LostCopy.UNDELIVERED).value
+LOST_UNSETTLED: Final = outcome_for_lost_copy(LostCopy.UNSETTLED).value
 
 
 def copy_disposition(dst: Any, src: Any, state: int) -> None:
@@ -139,9 +122,41 @@ class Outcomes:
         #: (``router.core.Stream``); ``router.adapter.forwarding.streaming`` adds and
         #: removes them, settlement looks them up.
         self.streams: dict[InLink, Stream] = {}
-        #: Forwards a delivery again when its copy comes back (set when the
-        #: forwarder is assembled).
-        self.redelivery: Redeliverer | None = None
+
+    # -- the producer's delivery, tracked until its copies' outcomes ---------------------
+
+    def transfer(self, d: Any, il: InLink, data: bytes, record: AddressRecord,
+                 ann: RouterAnnotations | None, phase: int | None,
+                 stream: Stream | None) -> Transfer | None:
+        """Track the producer's delivery ``d`` forwarded as one copy: a
+        ``Transfer`` in its link's unsettled that the copy's outcome settles,
+        holding the message to forward it again where the address has a
+        redelivery limit (docs/routing.md#re-forwarding-released-deliveries;
+        not a streamed one, which is never held whole).  A pre-settled
+        message (``d`` None) has nothing to track: its credit comes back now."""
+        if d is None:
+            self.credit_dirty.add(il)
+            return None
+        ref = Transfer(d, il)
+        il.unsettled[d] = ref
+        if record.redelivery_limit and stream is None:
+            ref.held = Held(data, record, phase, ann.to if ann is not None else None)
+        return ref
+
+    def fanout(self, d: Any, il: InLink, copies: int) -> Fanout | None:
+        """Track the producer's delivery ``d`` forwarded as ``copies`` copies
+        (multicast): settled once every copy is, with their outcomes folded
+        (docs/routing.md#multicast-outcomes).  Pre-settled: None, and its
+        credit comes back now."""
+        if d is None:
+            self.credit_dirty.add(il)
+            return None
+        f = Fanout(d, il)
+        f.pending = copies
+        il.unsettled[d] = f
+        return f
+
+    # -- the router's own outcomes ---------------------------------------------------
 
     def no_destination(self, d: Any, il: InLink) -> None:
         """Nothing can receive (docs/routing.md#when-nothing-can-receive):
@@ -223,94 +238,7 @@ class Outcomes:
             ref.in_link.unsettled.pop(d, None)
             self.finish(d, ref.in_link, state)
 
-    def outgoing(self, od: Any, ol: OutLink, settled: int, state: int) -> None:
-        """A PN_DELIVERY event on a router-outgoing link: the consumer's
-        disposition, settled or not, and its state (``accel.next_event``)."""
-        ref = ol.unsettled.get(od)
-        if ref is None:
-            if settled:
-                pn_delivery_settle(od)
-            return
-        if type(ref) is Transfer:
-            d = ref.in_delivery
-            done = False  # d settled already
-            if d is None and not settled and state in TERMINAL_STATES:
-                # Its producer is gone: nothing upstream will ever settle
-                # this copy, so the router does, now that its consumer decided.
-                settled = 1
-            if d is not None and state:
-                if state == ACCEPTED:
-                    if settled and not self.streams:
-                        update_settle(d, state)  # the common case, in one call
-                        done = True
-                    else:
-                        pn_delivery_update(d, state)
-                elif ref.held is not None and state in (RELEASED, MODIFIED) \
-                        and self._again(ref, od, ol, state):
-                    return
-                elif state == RELEASED:
-                    if ref.held is not None and ref.held.failed:
-                        _say_failed(d, ref.in_link)
-                    else:
-                        pn_delivery_update(d, state)
-                elif state == MODIFIED and not ref.in_link.may_modify:
-                    pn_delivery_update(d, RELEASED)
-                else:
-                    copy_disposition(d, od, state)
-            if settled:
-                del ol.unsettled[od]
-                self.settle_later.append(od)
-                outcome = OUTCOME_INDEX.get(state)
-                if outcome is not None:
-                    ol.outcomes[outcome] += 1
-                if ref.target is not None:
-                    ref.target.outstanding -= 1
-                    ref.target = None
-                if d is not None:
-                    il = ref.in_link
-                    if not done and (not self.streams or not self.arriving(d, il)):
-                        pn_delivery_settle(d)
-                    if outcome is not None:
-                        il.outcomes[outcome] += 1
-                    del il.unsettled[d]
-                    self.credit_dirty.add(il)
-            if d is not None:
-                self.dirty.add(ref.in_link.conn.handle)
-            return
-        assert isinstance(ref, Fanout)
-        if settled:
-            del ol.unsettled[od]
-            ref.copies.pop(od, None)
-            self.settle_later.append(od)
-            count_outcome(ol, state)
-            if ref.terminal is not None and od in ref.terminal:
-                ref.terminal.discard(od)
-                self.copy_done(ref, None)
-            else:
-                self.copy_done(ref, state or ACCEPTED)
-        elif state in TERMINAL_STATES:
-            if ref.terminal is None:
-                ref.terminal = set()
-            if od not in ref.terminal:
-                ref.terminal.add(od)
-                self._copy_reported(ref, state)
-
-    def _again(self, ref: Transfer, od: Any, ol: OutLink, state: int) -> bool:
-        """A held message's copy came back: if it goes elsewhere, the copy
-        that came back is settled here and the producer hears nothing yet
-        (docs/routing.md#re-forwarding-released-deliveries)."""
-        redelivery = self.redelivery
-        if redelivery is None or not redelivery.again(ref, ol, state, pn_delivery_remote(od)):
-            return False
-        del ol.unsettled[od]
-        self.settle_later.append(od)
-        outcome = OUTCOME_INDEX.get(state)
-        if outcome is not None:
-            ol.outcomes[outcome] += 1
-        self.dirty.add(ol.conn.handle)
-        return True
-
-    def _copy_reported(self, f: Fanout, state: int) -> None:
+    def copy_reported(self, f: Fanout, state: int) -> None:
         """A copy gave a terminal outcome without settling (consumer in settle
         mode "second").  Once every unsettled copy has, the producer is told
         the folded outcome so it can settle (docs/routing.md#multicast-outcomes)."""
@@ -379,58 +307,6 @@ class Outcomes:
 
     # -- links going away ----------------------------------------------------------
 
-    def lose_outgoing(self, ol: OutLink) -> None:
-        """A consumer went away: every copy still routed to it ends
-        (docs/routing.md#when-a-link-or-connection-goes)."""
-        queue, unsettled = ol.queue, ol.unsettled
-        ol.queue = deque()
-        ol.unsettled = {}
-        for data, ref in queue:
-            if type(data) is Stream:
-                data.waiting.remove(ol)
-                data.heads.pop(ol, None)
-                if not data.waiting:
-                    # Nothing kept for it now: a producer held for this
-                    # copy is read again (``Streams.check_paused``).
-                    data.backlog = bytearray()
-            if ref is not None:
-                self.copy_lost(ref, None, _LOST_UNDELIVERED, ol)
-        for od, ref in unsettled.items():
-            self.copy_lost(ref, od, _LOST_UNSETTLED, ol)
-            pn_delivery_settle(od)
-
-    def copy_lost(self, ref: Transfer | Fanout, od: Any, state: int,
-                  ol: OutLink | None = None) -> None:
-        """A copy sent (``od``) or queued on ``ol`` will not be settled by its
-        consumer: ``state`` is what it means for the producer, unless a held
-        message goes elsewhere."""
-        if type(ref) is Transfer:
-            if ref.target is not None:
-                ref.target.outstanding -= 1
-                ref.target = None
-            d = ref.in_delivery
-            if d is not None:
-                held = ref.held
-                if held is not None:
-                    redelivery = self.redelivery
-                    if ol is not None and redelivery is not None \
-                            and redelivery.again(ref, ol, state, None):
-                        return
-                    if state == RELEASED and held.failed:
-                        state = MODIFIED
-                ref.in_delivery = None
-                ref.in_link.unsettled.pop(d, None)
-                self.finish(d, ref.in_link, state)
-            return
-        assert isinstance(ref, Fanout)
-        if od is not None:
-            ref.copies.pop(od, None)
-        if ref.terminal is not None and od in ref.terminal:
-            ref.terminal.discard(od)
-            self.copy_done(ref, None)
-        else:
-            self.copy_done(ref, state)
-
     def lose_incoming(self, il: InLink) -> None:
         """A producer went away (docs/routing.md#when-a-link-or-connection-goes):
         anycast copies carry on unlinked, settled here once their consumer
@@ -478,4 +354,5 @@ class Outcomes:
         self.credit_dirty.add(il)
 
 
-__all__ = ["LOST_UNSETTLED", "Outcomes", "Redeliverer", "copy_disposition", "settle_with", "whole"]
+__all__ = ["LOST_UNDELIVERED", "LOST_UNSETTLED", "Outcomes", "copy_disposition", "settle_with",
+           "whole"]

@@ -18,14 +18,13 @@ import logging
 from typing import Any
 
 from addressing import Distribution, effective_priority
-from router.adapter.forwarding.network import NetworkForwarding
+from router.adapter.forwarding.network import NetworkForwarding, addressed
 from router.adapter.forwarding.sending import Sender, local_copy
 from router.adapter.pending import Counters
 from router.adapter.pn import NULL, ffi, lib
 from router.core import (
     AddressRecord,
     Held,
-    InLink,
     MessageFormatError,
     MessageInfo,
     OutLink,
@@ -180,7 +179,7 @@ class Redelivery:
             if chosen_down is None:
                 return None
             if isinstance(chosen_down, UplinkTarget):
-                to, phase = _addressed(il, ann, held.phase)
+                to, phase = addressed(il, ann, held.phase)
                 return self._send(ref, chosen_down.link, self.sender.encoder.annotate(
                     data, info, ann, to=to, phase=phase), False)
             return self._send_local(ref, record, chosen_down, data, info, ann)
@@ -206,7 +205,7 @@ class Redelivery:
         ref.target = hop
         hop.outstanding += 1
         record.transit += 1
-        to, phase = _addressed(il, ann, held.phase)
+        to, phase = addressed(il, ann, held.phase)
         return self._send(ref, out, self.sender.encoder.annotate(data, info, ann, to=to,
                                                                  phase=phase), True)
 
@@ -232,21 +231,6 @@ def _uplink(target: UplinkTarget) -> OutLink:
 
 def _cost(target: RemoteTarget) -> int:
     return target.cost
-
-
-def _addressed(il: InLink, ann: RouterAnnotations | None,
-               phase_override: int | None) -> tuple[str | None, int | None]:
-    """``x-opt-qd.to`` and the phase a copy to another router carries: the
-    producer's link's address, or the message's as it arrived."""
-    if il.record is not None:
-        to: str | None = il.address
-        phase = il.phase or None
-    else:
-        to = ann.to if ann is not None else None
-        phase = ann.phase if ann is not None else None
-    if phase_override is not None:
-        phase = phase_override
-    return to, phase
 
 
 __all__ = ["Redelivery"]

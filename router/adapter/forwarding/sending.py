@@ -85,10 +85,12 @@ class Sender:
         pending: the wake-up's shared work.
         outcomes: settles what the router settles itself.
         counters: the router-wide counts.
+        trunks: where streamed copies to other routers go instead of the link
+            they share with other messages (None: on that link).
     """
 
     def __init__(self, router_id: str, pending: Pending, outcomes: Outcomes,
-                 counters: Counters) -> None:
+                 counters: Counters, trunks: StreamingLinks | None = None) -> None:
         self.outcomes = outcomes
         self.counters = counters
         self.dirty = pending.output
@@ -99,22 +101,17 @@ class Sender:
         self._tag = ffi.new("uint64_t*")
         self._tag_bytes = ffi.new("pn_bytes_t*", (8, ffi.cast("char*", self._tag)))[0]
         self._next_tag = 0
-        #: The message being routed while it streams: ``send`` then starts
-        #: streamed copies instead of whole ones (set by the forwarder).
-        self.stream: Stream | None = None
         #: Out links busy writing a streamed copy: nothing else goes on them.
         self.busy: dict[OutLink, Stream] = {}
-        #: Where streamed copies to other routers go instead of the link they
-        #: share with other messages (set when the adapter is assembled).
-        self.trunks: StreamingLinks | None = None
+        self.trunks = trunks
 
-    def send(self, ol: OutLink, data: bytes, ref: Ref, keys: bool = True) -> None:
+    def send(self, ol: OutLink, data: bytes, ref: Ref, keys: bool = True,
+             stream: Stream | None = None) -> None:
         """Send one copy on ``ol`` now if it has credit, else queue it
-        (``keys`` as for ``transmit``)."""
+        (``keys`` and ``stream`` as for ``transmit``)."""
         if ol.credit > 0 and not ol.queue:
-            self.transmit(ol, data, ref, keys)
+            self.transmit(ol, data, ref, keys, stream)
             return
-        stream = self.stream
         if stream is not None:
             self._stream_wait(stream, ol, data, ref)
             return
@@ -128,10 +125,12 @@ class Sender:
         self._tag[0] = self._next_tag
         return pn_delivery(lptr, self._tag_bytes)
 
-    def transmit(self, ol: OutLink, data: bytes, ref: Ref, keys: bool = True) -> None:
+    def transmit(self, ol: OutLink, data: bytes, ref: Ref, keys: bool = True,
+                 stream: Stream | None = None) -> None:
         """Send one copy now; ``keys`` False promises ``data`` has no router
-        annotations (so a stripping connection needs no rewrite)."""
-        stream = self.stream
+        annotations (so a stripping connection needs no rewrite).  With a
+        ``stream`` (a message routed while it still arrives, its first bytes
+        in ``data``) the copy starts streaming instead."""
         if stream is not None:
             self._stream_copy(stream, ol, data, ref, keys)
             return

@@ -16,8 +16,9 @@ from collections import deque
 from typing import Any, Final
 
 from addressing import Role
+from router.adapter.forwarding.dispositions import Dispositions
 from router.adapter.forwarding.outcomes import LOST_UNSETTLED, Outcomes, whole
-from router.adapter.forwarding.sending import Sender
+from router.adapter.forwarding.sending import Sender, StreamingLinks
 from router.adapter.pending import Counters, Pending, ReceiveBuffer
 from router.adapter.pn import lib
 from router.core import Connection, Fanout, InLink, OutLink, Stream, Transfer
@@ -50,15 +51,20 @@ class Streams:
     Args:
         pending: the wake-up's shared work.
         outcomes: settlement (it keeps the streams by incoming link).
+        dispositions: what a copy lost with its consumer means for its producer.
         sender: ends and resumes the copies.
         buffer: what incoming bytes are read into.
         counters: the router-wide counts.
+        trunks: the streaming links between routers, free again when a copy ends.
     """
 
-    def __init__(self, pending: Pending, outcomes: Outcomes, sender: Sender,
-                 buffer: ReceiveBuffer, counters: Counters) -> None:
+    def __init__(self, pending: Pending, outcomes: Outcomes, dispositions: Dispositions,
+                 sender: Sender, buffer: ReceiveBuffer, counters: Counters,
+                 trunks: StreamingLinks | None = None) -> None:
         self.outcomes = outcomes
+        self.dispositions = dispositions
         self.sender = sender
+        self.trunks = trunks
         self.buffer = buffer
         self.counters = counters
         self.dirty = pending.output
@@ -148,8 +154,8 @@ class Streams:
         sender = self.sender
         if sender.busy.pop(ol, None) is not None and ol.handle is not None:
             sender.outgoing_flow(ol)
-        if sender.trunks is not None:
-            sender.trunks.release(ol)
+        if self.trunks is not None:
+            self.trunks.release(ol)
 
     def abort(self, stream: Stream) -> None:
         """The producer aborted the message, sent too much, or left mid-message:
@@ -171,7 +177,7 @@ class Streams:
             if ref is not None:
                 ol.unsettled.pop(od, None)
             self._unbusy(ol)
-        trunks = self.sender.trunks
+        trunks = self.trunks
         for ol in stream.waiting:
             ol.queue = deque(item for item in ol.queue if item[0] is not stream)
             if trunks is not None:
@@ -258,7 +264,7 @@ class Streams:
             _od, ref, owed = stream.active.pop(ol)
             if owed and ref is not None:
                 # Not in ``unsettled``: lost here as ``lose_outgoing`` loses those.
-                self.outcomes.copy_lost(ref, None, LOST_UNSETTLED)
+                self.dispositions.copy_lost(ref, None, LOST_UNSETTLED)
 
 
 __all__ = ["HIGH_WATER", "LOW_WATER", "STREAM_AT", "Streams"]

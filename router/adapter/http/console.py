@@ -21,10 +21,10 @@ from importlib import resources
 
 import attrs
 
-from router.adapter.admin.node import Inbox, ManagementNode
+from router.adapter.admin.node import ManagementNode
 from router.adapter.connections.settings import ListenerSettings
 from router.adapter.http.auth import HttpAuth, basic_credentials, certificate_subject
-from router.core import Effect, Fanout, InLink, LinkId, Transfer
+from router.core import Effect, Fanout, InLink, Transfer
 from router.core.amqp import PeerProtocolError
 from router.core.policy import Policy
 from router.core.settlement import ACCEPTED
@@ -117,11 +117,7 @@ class Console:
                          else f"amqp:/_topo/0/{router_id}/$console")
         self.sender: InLink | None = None
         if node is not None:
-            link = node.router.in_process_attached(node.conn, "_local/$console",
-                                                   name="$console")
-            link.queue = Inbox(self._answered)
-            self.sender = InLink(LinkId(0), node.conn, name="$console-request", address=None,
-                                 record=None)
+            self.sender = node.attach_in_process("_local/$console", "$console", self._answered)
 
     # -- requests ---------------------------------------------------------------
 
@@ -215,10 +211,8 @@ class Console:
         if node is None or sender is None:
             reply(503, error(503, "this router serves no management").body, JSON, ())
             return
-        network = node.router.network
-        if network is not None and parsed.router is not None and \
-                not parsed.router.startswith("_edge/") and not any(
-                    n.id == parsed.router for n in network.protocol.node_table()):
+        if parsed.router is not None and not parsed.router.startswith("_edge/") \
+                and not node.in_network(parsed.router):
             reply(404, error(404, f"no router {parsed.router!r} in the network").body, JSON, ())
             return
         correlation = next(self._ids)
@@ -229,13 +223,13 @@ class Console:
             target = f"amqp:/{parsed.router}/$management"
         self.waiting[correlation] = _Waiting(reply, self.clock() + REMOTE_TIMEOUT_S,
                                              parsed.router or "")
-        node.forwarder.route(None, sender, encode_request(request, to=target))
+        node.send(sender, encode_request(request, to=target))
 
     def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         """A remote agent's response reached ``$console`` (during routing:
         the HTTP reply waits for the loop's next wake-up)."""
         if ref is not None and self.node is not None:
-            self.node.outcomes.consumed(ref, ACCEPTED)
+            self.node.consumed(ref, ACCEPTED)
         try:
             message = decode_request(data)
         except PeerProtocolError as exc:
