@@ -41,6 +41,7 @@ COMPILED = [
     "router/core/settlement.py",
     "router/adapter/pending.py",
     "router/adapter/forwarding/outcomes.py",
+    "router/adapter/forwarding/dispositions.py",
     "router/adapter/forwarding/sending.py",
     "router/adapter/forwarding/streaming.py",
     "router/adapter/forwarding/network.py",

@@ -219,6 +219,28 @@ def test_one_build_throughout() -> None:
     assert router.installed_build() == ("compiled" if want else "pure")
 
 
+def test_every_part_the_dispatcher_calls_per_message_is_in_the_compiled_list() -> None:
+    """A module of the per-message path left out of setup.py's list runs as
+    Python in the compiled build, and nothing else says so: the parts a
+    delivery passes through, as assembled, come from listed modules."""
+    from addressing import AddressTable
+    from router.assembly import build_engine
+    from router.core import Router
+
+    engine = build_engine(core=Router(router_id="Build", addresses=AddressTable(),
+                                      token=lambda: "t"),
+                          router_id="Build", management=False)
+    try:
+        events, fwd = engine.events, engine.forwarder
+        parts = [events, fwd, fwd.outcomes, fwd.dispositions, fwd.sender, fwd.network,
+                 fwd.streams, fwd.buffer, events.relay, events.pending, engine.transports]
+        listed = set(compiled_modules())
+        unlisted = sorted({type(part).__module__ for part in parts} - listed)
+        assert not unlisted, f"per-message parts not compiled (add them to setup.py): {unlisted}"
+    finally:
+        engine.close()
+
+
 def test_the_accelerator_comes_with_the_compiled_build() -> None:
     """``router/adapter/forwarding/accel.c`` is compiled with the modules (setup.py), and
     is never older than its source."""
