@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 COMPILED = [
     "addressing/forwarding.py",
     "addressing/priority.py",
-    "router/core/amqp_codec.py",
+    "router/core/amqp/wire.py",
     "router/core/message.py",
     "router/core/records.py",
     "router/core/router.py",

@@ -1,7 +1,10 @@
-"""Auto-links: their specs, their life (attaching, active, failed, inactive,
-retried by deadline) and which connection serves each.
+"""Auto-links as a domain of their own: their specs, their life (attaching,
+active, failed, inactive, retried by deadline) as a transition table, and
+which connection serves each.
 
-Must not import proton, lark or the router.
+What one router does with them (asking for attaches, binding the answered
+links to addresses) is ``router.core.autolinks``'s, which uses this
+package.  Must not import proton, lark or the router.
 """
 
 from autolink.lifecycle import (

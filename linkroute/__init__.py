@@ -1,7 +1,11 @@
-"""Link routes: their specs, matching attaches to them, where a link-routed
-attach goes, and the life of the pair of links that results.
+"""Link routes as a domain of their own: their specs, matching attaches to
+them, where a link-routed attach goes, and the life of the pair of links
+that results, as functions and a transition table.
 
-Must not import proton, lark or the router.
+Which router does what with them (its table, advertising keys, turning a
+pair's life into effects) is ``router.core.linkrouting``'s, which uses this
+package; the per-delivery relay is the adapter's.  Must not import proton,
+lark or the router.
 """
 
 from linkroute.attach import (

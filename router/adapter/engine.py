@@ -107,7 +107,7 @@ class Engine:
                 if loop.stop_requests > 1 or now >= drain_until or self._drained():
                     break
                 wake = min(wake, drain_until)
-            due = loop.next_due()
+            due = loop.next_deadline()
             if due is not None:
                 wake = min(wake, due)
             self.run_once(max(0.0, wake - now))

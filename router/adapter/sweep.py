@@ -22,7 +22,8 @@ _TICK_S = 1.0
 
 
 class Sweep:
-    """The sweep.
+    """Once a second: every transport's timers ticked, and the deliveries
+    and links ``watch`` finds too old logged and counted.
 
     Args:
         transports: the connections to tick.
@@ -35,7 +36,7 @@ class Sweep:
         self.watch = watch or Watch()
         self._next_tick = 0.0
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         return self._next_tick
 
     def tick(self, now: float) -> None:

@@ -1,4 +1,7 @@
-"""Auto-links in the core: attaching them, binding their links, their failures.
+"""Auto-links in one router: attaching them, binding their links, their
+failures.  The domain itself (specs, their life, which connection serves
+each) is the ``autolink`` package's; this module applies it to this
+router's connections and records.
 
 Owns what the router does with an auto-link
 (docs/brokers.md#waypoints-and-auto-links) once ``autolink.AutoLinkTable``

@@ -1,4 +1,7 @@
-"""Link routing in the core: attaches that match a link route, and their pairs.
+"""Link routing in one router: attaches that match a link route, and their
+pairs.  The domain itself (specs, matching, a pair's life) is the
+``linkroute`` package's; this module applies it to this router's
+connections and records.
 
 Owns, for one router, the link-route table (``linkroute.LinkRouteTable``):
 advertising a link route's key while a route-container connection serves

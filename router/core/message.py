@@ -37,7 +37,7 @@ that costs under half of a slots ``__init__`` call, and they are immutable.
 
 from typing import Final, NamedTuple
 
-from router.core.amqp_codec import (
+from router.core.amqp.wire import (
     DECODE_ERROR,
     DECODE_FAULTS,
     INVALID_FIELD,

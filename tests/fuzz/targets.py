@@ -54,7 +54,7 @@ def _message() -> Callable[[bytes], None]:
 
 
 def _message_errors() -> tuple[type[BaseException], ...]:
-    from router.core.amqp_codec import MessageFormatError
+    from router.core.amqp.wire import MessageFormatError
     return (MessageFormatError,)
 
 
@@ -158,7 +158,7 @@ def _nothing() -> tuple[type[BaseException], ...]:
 
 
 TARGETS = {t.name: t for t in (
-    Target("message", ("router.core.message", "router.core.amqp_codec"), _message,
+    Target("message", ("router.core.message", "router.core.amqp.wire"), _message,
            _message_errors),
     Target("values", ("router.core.amqp",), _values, _amqp_errors),
     Target("routing", ("router.core.routing", "router.core.amqp"), _routing, _amqp_errors),

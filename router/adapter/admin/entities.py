@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 policy_log = log.getChild("policy")
 
 
-class Connections(ReadOnly):
+class ConnectionEntities(ReadOnly):
     """``connection``: every open connection."""
 
     def __init__(self, connections: ConnectionControl, clock: Callable[[], float],
@@ -188,7 +188,7 @@ def _remote_properties(conn: Conn) -> dict[str, object]:
             for k, v in props.items()}
 
 
-class Listeners(ReadOnly):
+class ListenerEntities(ReadOnly):
     """``listener``: the listening sockets and their settings.  CREATE opens a
     socket at once (port 0 binds a free one, shown in the answer); DELETE
     closes it, and the connections it accepted stay up."""
@@ -241,7 +241,7 @@ class Listeners(ReadOnly):
         raise ManagementError(404, f"No entity with identity={row['identity']}")
 
 
-class Connectors(ReadOnly):
+class ConnectorEntities(ReadOnly):
     """``connector``: the connectors and the state of their connection.  CREATE
     starts connecting at once; DELETE stops retrying and closes its connection."""
 
@@ -523,9 +523,9 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
     requester = Requester()
     sources: dict[str, EntitySource] = {
         "router": RouterEntity(stats),
-        "listener": Listeners(listeners, certificates),
-        "connector": Connectors(connectors, certificates, clock),
-        "connection": Connections(connections, clock, core),
+        "listener": ListenerEntities(listeners, certificates),
+        "connector": ConnectorEntities(connectors, certificates, clock),
+        "connection": ConnectionEntities(connections, clock, core),
         "router.link": RouterLinks(
             lambda: sample_credit(c.core for c in connections.conns.values()), clock),
         "router.address": RouterAddresses(core),

@@ -206,7 +206,7 @@ class Connectors:
 
     # -- the loop's part ---------------------------------------------------------------
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         return self._next_retry
 
     def tick(self, now: float) -> None:

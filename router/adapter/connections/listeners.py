@@ -154,7 +154,7 @@ class Listeners:
 
     # -- the loop's part ---------------------------------------------------------------
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         return self._resume_at
 
     def tick(self, now: float) -> None:

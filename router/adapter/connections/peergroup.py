@@ -81,12 +81,12 @@ class PeerDiscovery:
         self.connectors: dict[str, Connector] = {}
         self.sent = 0
         self._logged: set[Ignored] = set()
-        self._next_due = 0.0
+        self._next_deadline = 0.0
         self.sock = self._open()
         loop.add(self.sock.fileno(), select.EPOLLIN, self._readable)
 
-    def next_due(self) -> float | None:
-        return self._next_due
+    def next_deadline(self) -> float | None:
+        return self._next_deadline
 
     def _open(self) -> socket.socket:
         s = self.settings
@@ -140,12 +140,12 @@ class PeerDiscovery:
     def tick(self, now: float) -> None:
         """Announce this router, forget peers gone quiet, let their connectors go."""
         if self.loop.stopping:
-            self._next_due = now + self.settings.interval_s
+            self._next_deadline = now + self.settings.interval_s
             return
         with contextlib.suppress(OSError):
             self.sock.sendto(self.beacon, (self.settings.address, self.settings.port))
             self.sent += 1
-        self._next_due = now + self.settings.interval_s
+        self._next_deadline = now + self.settings.interval_s
         for beacon in self.table.expire(now):
             log.info("Peer group %s: peer %s gone (no beacon for %g s)", self.settings.group,
                      beacon.router_id, self.settings.expiry_s)
@@ -196,8 +196,8 @@ class PeerGroup:
         (raises OSError when the multicast socket cannot be set up)."""
         self.joined = PeerDiscovery(self.loop, self.connectors, settings, router_id, instance)
 
-    def next_due(self) -> float | None:
-        return None if self.joined is None else self.joined.next_due()
+    def next_deadline(self) -> float | None:
+        return None if self.joined is None else self.joined.next_deadline()
 
     def tick(self, now: float) -> None:
         if self.joined is not None:

@@ -107,7 +107,7 @@ class Trunks:
 
     # -- a part of the loop: closing the idle links beyond those kept ------------------
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         return self._next
 
     def tick(self, now: float) -> None:

@@ -247,7 +247,7 @@ class Console:
         done = answer(response)
         self.defer(lambda: waiting.reply(done.status, done.body, JSON, ()))
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         if not self.waiting:
             return None
         return min(w.deadline for w in self.waiting.values())

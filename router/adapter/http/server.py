@@ -177,7 +177,7 @@ class HttpServer:
         elif fd in self.conns and conn.tls is tls:
             self._flush(fd, conn)
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         if self._handoff:
             return 0.0
         return self._next_tick if self.conns else None

@@ -7,7 +7,7 @@ threads and signal handlers hand in (``defer``), and counting stop
 requests.  It knows nothing of what a descriptor is (an AMQP connection,
 a listening socket, an HTTP client, a multicast socket): each part
 registers its own descriptors with a handler, and a part with timed work
-answers ``next_due()`` and is ``tick``ed when that time comes.
+answers ``next_deadline()`` and is ``tick``ed when that time comes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ Handler = Callable[[int, int], None]
 class Part(Protocol):
     """Something the loop runs on time."""
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         """When the part next has work (monotonic seconds), or None."""
 
     def tick(self, now: float) -> None:
@@ -114,11 +114,11 @@ class EventLoop:
 
     # -- running ---------------------------------------------------------------------
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         """The earliest time a part has work."""
         due: float | None = None
         for part in self._parts:
-            when = part.next_due()
+            when = part.next_deadline()
             if when is not None and (due is None or when < due):
                 due = when
         return due
@@ -141,7 +141,7 @@ class EventLoop:
                 handler(fd, mask)
         now = self.clock()
         for part in self._parts:
-            when = part.next_due()
+            when = part.next_deadline()
             if when is not None and now >= when:
                 part.tick(now)
 

@@ -25,7 +25,7 @@ class CoreTimers:
         self.router = router
         self.apply = apply
 
-    def next_due(self) -> float | None:
+    def next_deadline(self) -> float | None:
         return self.router.next_deadline()
 
     def tick(self, now: float) -> None:

@@ -1,8 +1,10 @@
-"""The control plane's generic AMQP 1.0 codec: values, their types, and message sections.
+"""AMQP 1.0 encodings: the control plane's generic codec of values, their
+types and message sections (exported here), and the data plane's byte-level
+one (``router.core.amqp.wire``).
 
-Shared by the routing protocol's control messages and the management agent.
-The per-message data path does not use it (``router.core.amqp_codec`` is its
-zero-copy scanner).
+The control plane's codec is shared by the routing protocol's control
+messages and the management agent; the per-message path does not use it,
+only ``wire``'s zero-copy reading, through ``router.core.message``.
 """
 
 from router.core.amqp.errors import PeerProtocolError

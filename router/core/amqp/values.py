@@ -6,7 +6,7 @@ produce, and ``decode``. The value types live in
 
 Must not: know anything about control messages or message sections (that is
 :mod:`router.core.routing.codec`); be used on the per-message data path (it
-builds Python objects for every value, see ``router.core.amqp_codec`` for the
+builds Python objects for every value, see ``router.core.amqp.wire`` for the
 zero-copy scanners); raise anything but ``PeerProtocolError`` from ``decode``.
 ``encode`` raises ``TypeError``/``ValueError`` for values it cannot represent:
 those are bugs in the caller.

@@ -1,4 +1,6 @@
-"""Low-level AMQP 1.0 type codec for the data plane (AMQP 1.0 part 1.6).
+"""The data plane's byte-level AMQP 1.0 type codec (AMQP 1.0 part 1.6): what
+the per-message path reads and writes without building values.  The
+control plane's codec of whole values is its neighbour ``values``.
 
 Owns: the format-code table; skipping over one encoded value without
 decoding it; reading the few things the router looks at (section
