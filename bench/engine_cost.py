@@ -21,7 +21,6 @@ from typing import Any
 from proton import Collector, Connection, Delivery, Event, Message, Transport
 
 import conf
-import router
 from addressing import AddressTable
 from router.adapter import Engine, listener_settings
 from router.assembly import bind, build_engine
@@ -80,9 +79,9 @@ class _Client:
 def measure(count: int, window: int = 1000,
             profiler: cProfile.Profile | None = None) -> tuple[float, int]:
     """Seconds spent in the router for ``count`` messages, and messages moved."""
-    router.RAISE_INTERNAL_ERRORS = True
     core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
-    engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False)
+    engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False,
+                          raise_internal_errors=True)
     listener = bind(engine, [listener_settings(conf.ListenerSection(host="127.0.0.1",
                                                                     port="0"))])[0]
     recv = _Client(engine, listener, "recv")

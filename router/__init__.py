@@ -16,11 +16,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# The adapter logs and swallows unexpected exceptions per proton event so one
-# bad event cannot stop the router; tests set this to re-raise them instead.
-RAISE_INTERNAL_ERRORS = False
-
-__all__ = ["RAISE_INTERNAL_ERRORS", "__version__", "discover", "installed_build", "peer"]
+__all__ = ["__version__", "discover", "installed_build", "peer"]
 
 
 def installed_build() -> str:

@@ -98,7 +98,8 @@ def build_engine(*, core: Router, router_id: str,
                  tls_profiles: dict[str, TlsProfile] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  shutdown_grace_s: float = 0.0, management: bool = True,
-                 stuck_s: float | None = None, idle_streaming_links: int = IDLE_KEPT) -> Engine:
+                 stuck_s: float | None = None, idle_streaming_links: int = IDLE_KEPT,
+                 raise_internal_errors: bool = False) -> Engine:
     """Build every part of the adapter around ``core`` and wire them.
 
     Listeners are opened afterwards (``bind``), and a peer group joined
@@ -139,7 +140,8 @@ def build_engine(*, core: Router, router_id: str,
                         policy_section=policy_section or conf.PolicySection(),
                         vhost_sections=vhost_sections if vhost_sections is not None else {},
                         group=group, clock=clock)
-    node = ManagementNode(core, forwarder, agent, effects.apply, policy) if management else None
+    node = ManagementNode(core, forwarder, agent, effects.apply, policy,
+                          raise_internal_errors) if management else None
     console = Console(agent=agent, apply=effects.apply, policy=policy, node=node,
                       router_id=router_id, edge_mode=core.edge_mode, defer=loop.defer,
                       clock=clock)
@@ -151,7 +153,7 @@ def build_engine(*, core: Router, router_id: str,
                         apply=effects.apply)
     events = Events(transports=transports, pending=pending, forwarder=forwarder, relay=relay,
                     links=links, endpoints=endpoints, teardown=teardown, effects=effects,
-                    management=node)
+                    management=node, raise_internal_errors=raise_internal_errors)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
                  console, CoreTimers(core, effects.apply)):
@@ -211,7 +213,8 @@ def _refusing(sections: Iterable[_S], kind: str, settings: Callable[[_S], _T],
 
 
 def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
-             tls_errors_stop: bool = True, test_hooks: bool = False) -> Assembled:
+             tls_errors_stop: bool = True, test_hooks: bool = False,
+             raise_internal_errors: bool = False) -> Assembled:
     """Build the router ``cfg`` describes, open its listeners, join its group.
 
     ``tls_errors_stop`` False is qdrouterd's way with TLS: an sslProfile that
@@ -219,6 +222,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     naming it closes every connection, a connector naming it fails every attempt
     (docs/security.md#tls). ``test_hooks`` (hopd's ``-T``, as qdrouterd's)
     flags stuck deliveries and blocked links after 3 s instead of 10.
+    ``raise_internal_errors`` (tests) lets an unexpected exception handling
+    an event stop the router instead of being logged.
 
     Raises:
         ServiceError: a listener cannot listen (status 1), the peer group cannot
@@ -270,7 +275,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           shutdown_grace_s=shutdown_grace_s,
                           stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None,
                           idle_streaming_links=TEST_HOOKS_IDLE_STREAMING if test_hooks
-                          else IDLE_KEPT)
+                          else IDLE_KEPT, raise_internal_errors=raise_internal_errors)
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
     log.getChild("router").info("Version: %s", __version__)

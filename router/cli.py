@@ -70,6 +70,9 @@ class ServiceOptions:
     tls_errors_stop: bool = True
     #: qdrouterd's ``-T``: stuck deliveries and blocked links after 3 s.
     test_hooks: bool = False
+    #: Tests (HOP_RAISE_INTERNAL_ERRORS=1): an unexpected exception handling
+    #: an event stops the router instead of being logged.
+    raise_internal_errors: bool = False
 
 
 def serve(cfg: conf.RouterConf, source: str,
@@ -100,7 +103,8 @@ def serve(cfg: conf.RouterConf, source: str,
     try:
         assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s,
                              tls_errors_stop=options.tls_errors_stop,
-                             test_hooks=options.test_hooks)
+                             test_hooks=options.test_hooks,
+                             raise_internal_errors=options.raise_internal_errors)
     except service.ServiceError as exc:
         return fail(str(exc), exc.status)
     engine, router_id, bound = assembled.engine, assembled.router_id, assembled.bound
@@ -219,9 +223,10 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
     except (ValueError, OSError) as exc:
         click.echo(f"hopd: cannot set up logging: {exc}", err=True)
         sys.exit(2)
-    router.RAISE_INTERNAL_ERRORS = os.environ.get("HOP_RAISE_INTERNAL_ERRORS") == "1"
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
                              user=user, shutdown_grace_s=shutdown_grace_s,
-                             tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks)
+                             tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks,
+                             raise_internal_errors=os.environ.get(
+                                 "HOP_RAISE_INTERNAL_ERRORS") == "1")
     sys.exit(serve(cfg, source, options))

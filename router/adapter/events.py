@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-import router
 from router.adapter.admin.node import ManagementNode
 from router.adapter.connections.state import Conn
 from router.adapter.connections.transports import Transports
@@ -52,11 +51,14 @@ class Events:
         effects: carries out what the routing protocol's messages made the
             core answer (``Pending.effects``).
         management: the management node, if served.
+        raise_internal_errors: an unexpected exception handling an event is
+            logged and the router goes on serving; tests raise it instead.
     """
 
     def __init__(self, *, transports: Transports, pending: Pending, forwarder: Forwarder,
                  relay: Relay, links: Links, endpoints: EndpointEvents, teardown: Teardown,
-                 effects: Effects, management: ManagementNode | None) -> None:
+                 effects: Effects, management: ManagementNode | None,
+                 raise_internal_errors: bool = False) -> None:
         self.transports = transports
         self.pending = pending
         self.forwarder = forwarder
@@ -66,6 +68,7 @@ class Events:
         self.teardown = teardown
         self.effects = effects
         self.management = management
+        self.raise_internal_errors = raise_internal_errors
         self.dirty = pending.output
         self.collector = transports.collector
         #: What ``next_event`` tells about each event.
@@ -150,7 +153,7 @@ class Events:
             except Exception:
                 log.exception("internal error handling proton event %s",
                               to_str(lib.pn_event_type_name(t)))
-                if router.RAISE_INTERNAL_ERRORS:
+                if self.raise_internal_errors:
                     raise
             t = next_event(collector, 1, ptrs, ints)
 

@@ -68,6 +68,7 @@ __all__ = [
     "AnnotationEncoder",
     "MessageFormatError",
     "MessageInfo",
+    "MessageReader",
     "RouterAnnotations",
     "RouterKeys",
     "annotate",
@@ -112,18 +113,9 @@ _new: Final = tuple.__new__
 # Below this size slicing a message copies less than a memoryview costs.
 _SLICE_LIMIT: Final = 4096
 
-# Memos keyed by the bytes of a message-annotations section. The messages of
-# one flow carry the same router keys (ingress, trace, to), so a router meets
-# few distinct sections; what it reads from and writes for each is kept, and a
-# message costs a slice and a dict look-up instead of a walk and an encoding.
-# A memo that reaches MEMO_SIZE entries starts again empty, so sections that
-# differ per message (user entries with a sequence number, say) cost one
-# insertion each and never hold more than a bounded amount of memory.
+# A memo (``MessageReader``'s) that reaches MEMO_SIZE entries starts again empty.
 MEMO_SIZE: Final = 1024
 _MISSING: Final = object()
-_keys_memo: dict[bytes, "RouterKeys | None"] = {}
-_annotations_memo: dict[bytes, "RouterAnnotations"] = {}
-_strip_memo: dict[bytes, bytes] = {}
 
 
 def _section(data: Buffer, start: int, end: int) -> bytes:
@@ -256,7 +248,8 @@ def may_have_router_keys(data: bytes) -> bool:
     return True
 
 
-def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
+def scan(data: Buffer, read_to: bool = True,
+         memo: "dict[bytes, RouterKeys | None] | None" = None) -> MessageInfo:
     """Locate the sections of an encoded message, up to and including properties.
 
     Section sizes, the header priority, the annotations map and
@@ -268,6 +261,8 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
         read_to: read ``properties.to``; without it scanning stops at the
             properties section, as qdrouterd's does for a link with a target
             address (docs/routing.md#receiving-a-message).
+        memo: where the router keys of the annotation sections met are kept
+            (``MessageReader``'s).
 
     Returns:
         The section offsets, header priority and ``properties.to`` (None when
@@ -348,13 +343,17 @@ def scan(data: Buffer, read_to: bool = True) -> MessageInfo:
             else:
                 found = data.find(_PREFIX, ma_items, pos) >= 0
             if found:
-                section = _section(data, ma_start, pos)
-                router_keys = _keys_memo.get(section, _MISSING)
-                if router_keys is _MISSING:
+                if memo is None:
                     router_keys = _split_keys(data, ma_start, ma_items, pos, ma_count)
-                    if len(_keys_memo) >= MEMO_SIZE:
-                        _keys_memo.clear()
-                    _keys_memo[section] = router_keys
+                else:
+                    section = _section(data, ma_start, pos)
+                    if section in memo:
+                        router_keys = memo[section]
+                    else:
+                        router_keys = _split_keys(data, ma_start, ma_items, pos, ma_count)
+                        if len(memo) >= MEMO_SIZE:
+                            memo.clear()
+                        memo[section] = router_keys
             if pos < n and data[pos] == 0 and data[pos + 1] == 0x53:
                 code = data[pos + 2]
                 v = pos + 3
@@ -424,7 +423,8 @@ def _split_keys(
     return _new(RouterKeys, (entries, others, *[-1 if at < 0 else at - start for at in found]))
 
 
-def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
+def decode_annotations(data: Buffer, info: MessageInfo,
+                       memo: "dict[bytes, RouterAnnotations] | None" = None) -> RouterAnnotations:
     """Decode and type-check the router keys of a scanned message
     (docs/routing.md#message-annotations).
 
@@ -449,12 +449,14 @@ def decode_annotations(data: Buffer, info: MessageInfo) -> RouterAnnotations:
         user = bytes(data[info.ma_items : info.ma_end])
         return RouterAnnotations(None, None, None, None, None, user, info.ma_count >> 1, b"")
     section = _section(data, info.ma_start, info.ma_end)
-    found = _annotations_memo.get(section)
+    if memo is None:
+        return _decode_keys(section, keys)
+    found = memo.get(section)
     if found is None:
         found = _decode_keys(section, keys)
-        if len(_annotations_memo) >= MEMO_SIZE:
-            _annotations_memo.clear()
-        _annotations_memo[section] = found
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[section] = found
     return found
 
 
@@ -569,7 +571,8 @@ def user_id_of(data: Buffer, info: MessageInfo) -> bytes | None:
     return value or None
 
 
-def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:
+def strip_router_annotations(data: Buffer, info: MessageInfo,
+                             memo: dict[bytes, bytes] | None = None) -> bytes:
     """Return the message without router keys; every byte outside the annotations kept.
 
     The section is dropped when no user entries remain. Without router keys
@@ -583,13 +586,15 @@ def strip_router_annotations(data: Buffer, info: MessageInfo) -> bytes:
     keys = info.router_keys
     if keys is None:
         return data if type(data) is bytes else bytes(data)
+    if memo is None:
+        return _splice(data, info, _new_section(keys.user_entries, keys.user_count, b"", 0))
     section = _section(data, info.ma_start, info.ma_end)
-    new = _strip_memo.get(section)
+    new = memo.get(section)
     if new is None:
         new = _new_section(keys.user_entries, keys.user_count, b"", 0)
-        if len(_strip_memo) >= MEMO_SIZE:
-            _strip_memo.clear()
-        _strip_memo[section] = new
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[section] = new
     return _splice(data, info, new)
 
 
@@ -689,6 +694,38 @@ def annotate_upward(data: Buffer, info: MessageInfo, *, to: str | None,
         return data if type(data) is bytes else bytes(data)
     user, users = _user_part(data, info)
     return _replace(data, info, user, users, head, heads)
+
+
+class MessageReader:
+    """One router's reading of messages: ``scan``, ``decode_annotations`` and
+    ``strip_router_annotations`` with memos of what it read from and wrote
+    for each annotations section it met.
+
+    The messages of one flow carry the same router keys (ingress, trace,
+    to), so a router meets few distinct sections, and a message costs a
+    slice and a dict look-up instead of a walk and an encoding.  A memo that
+    reaches ``MEMO_SIZE`` entries starts again empty, so sections that
+    differ per message (user entries with a sequence number, say) cost one
+    insertion each and never hold more than a bounded amount of memory.
+    Each router (its forwarder) has its own: nothing is shared between the
+    routers of one process.
+    """
+
+    __slots__ = ("_annotations", "_keys", "_strip")
+
+    def __init__(self) -> None:
+        self._keys: dict[bytes, RouterKeys | None] = {}
+        self._annotations: dict[bytes, RouterAnnotations] = {}
+        self._strip: dict[bytes, bytes] = {}
+
+    def scan(self, data: Buffer, read_to: bool = True) -> MessageInfo:
+        return scan(data, read_to, self._keys)
+
+    def decode_annotations(self, data: Buffer, info: MessageInfo) -> RouterAnnotations:
+        return decode_annotations(data, info, self._annotations)
+
+    def strip_router_annotations(self, data: Buffer, info: MessageInfo) -> bytes:
+        return strip_router_annotations(data, info, self._strip)
 
 
 class AnnotationEncoder:

@@ -187,7 +187,7 @@ class Harness:
         settings = listener_settings(conf.ListenerSection(
             host="127.0.0.1", port="0", idle_timeout_seconds=0, link_capacity=link_capacity))
         self.engine = build_engine(core=self.router, router_id="Hop.test", clock=lambda: 1000.0,
-                                   management=management)
+                                   management=management, raise_internal_errors=True)
         [self.listener] = bind(self.engine, [settings])
         self.clients: list[Client] = []
 

@@ -60,7 +60,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from proton import Delivery, Event, Link, Message
 
-import router
 from addressing import AddressSpec, AddressTable, Distribution
 from router.core import InLink, OutLink, RoutedEnd
 from tests.property.inproc import Client, Harness
@@ -196,7 +195,6 @@ class SettlementMachine(RuleBasedStateMachine):
         self.consumer_by_link: dict[str, Consumer] = {}
         self.counter = itertools.count(1)
         self.clean = False
-        self.raise_before = router.RAISE_INTERNAL_ERRORS
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -301,7 +299,6 @@ class SettlementMachine(RuleBasedStateMachine):
               producers: list[str | None]) -> None:
         """A router, and the consumers and producers present from the start,
         each on a connection of its own."""
-        router.RAISE_INTERNAL_ERRORS = True
         table = AddressTable()
         table.add(AddressSpec(prefix="mc", distribution=Distribution.MULTICAST))
         self.capacity = capacity
@@ -687,7 +684,6 @@ class SettlementMachine(RuleBasedStateMachine):
             if self.harness is not None and self.clean:
                 self.finish()
         finally:
-            router.RAISE_INTERNAL_ERRORS = self.raise_before
             if self.harness is not None:
                 self.harness.close()
 

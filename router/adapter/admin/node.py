@@ -18,7 +18,6 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-import router as router_package
 from router.adapter.forwarding.forwarder import Forwarder
 from router.core import (
     Connection,
@@ -68,10 +67,14 @@ class ManagementNode:
         agent: answers the requests.
         apply: carries out the effects a request has (auto-links to attach...).
         policy: who may make which request.
+        raise_internal_errors: a request that fails unexpectedly is logged and
+            dropped; tests raise its exception instead.
     """
 
     def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
-                 apply: Callable[[list[Effect]], None], policy: Policy) -> None:
+                 apply: Callable[[list[Effect]], None], policy: Policy,
+                 raise_internal_errors: bool = False) -> None:
+        self.raise_internal_errors = raise_internal_errors
         self.router = router
         self.policy = policy
         self.forwarder = forwarder
@@ -127,7 +130,7 @@ class ManagementNode:
                 self._serve_one(data, ref)
             except Exception:
                 log.exception("internal error answering a management request")
-                if router_package.RAISE_INTERNAL_ERRORS:
+                if self.raise_internal_errors:
                     raise
 
     def _serve_one(self, data: bytes, ref: Transfer | Fanout | None) -> None:

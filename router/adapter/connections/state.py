@@ -196,11 +196,6 @@ def _encoded(value: Any) -> bytes:
     return bytes(data.encode())
 
 
-_CAPABILITIES: bytes | None = None
-# The encoded entries of the OPEN properties but the connection's id, and
-# their number, by the listener's or connector's settings (kept with them:
-# an id is only reused once its object is gone) and the connection's role.
-_PROPERTIES: dict[tuple[int, Role], tuple[Any, bytes, int]] = {}
 _CONN_ID_KEY = _encoded(symbol("qd.conn-id"))
 
 
@@ -214,40 +209,52 @@ def _map_entries(encoded: bytes) -> tuple[bytes, int]:
     raise ValueError(f"not an encoded map: {encoded[:1].hex()}")
 
 
-def open_connection(conn: Conn, container: bytes) -> None:
-    """Send the router's OPEN on ``conn``: its container id, capabilities and
-    properties (``offered_capabilities``, ``open_properties``) put into the
-    connection encoded, instead of through the binding's wrapper classes,
-    which cost a connection tens of microseconds (docs/performance.md#connection-churn).
+class OpenFrames:
+    """The router's OPEN: its container id, capabilities and properties
+    (``offered_capabilities``, ``open_properties``) put into the connection
+    encoded, instead of through the binding's wrapper classes, which cost a
+    connection tens of microseconds (docs/performance.md#connection-churn).
     Everything but the connection's id is encoded once per listener or
-    connector."""
-    global _CAPABILITIES
-    cptr = conn.cptr
-    lib.pn_connection_set_container(cptr, container)
-    caps = _CAPABILITIES
-    if caps is None:
-        # A field of multiple symbols is one symbol or an array of them (AMQP
-        # 1.0 part 1, section 1.4); qdrouterd reads nothing from a list.
-        caps = _CAPABILITIES = _encoded(
-            Array(UNDESCRIBED, Data.SYMBOL, *offered_capabilities(conn)))
-    lib.pn_data_decode(lib.pn_connection_offered_capabilities(cptr), caps, len(caps))
-    lib.pn_data_decode(lib.pn_connection_desired_capabilities(cptr), caps, len(caps))
-    settings = conn.settings
-    key = (id(settings), conn.core.role)
-    known = _PROPERTIES.get(key)
-    if known is None or known[0] is not settings:
-        if len(_PROPERTIES) >= 1024:
-            _PROPERTIES.clear()
-        known = _PROPERTIES[key] = (settings, *_map_entries(
-            _encoded(open_properties(conn, conn_id=False))))
-    _settings, entries, count = known
-    conn_id = conn.core.conn_id
-    value = b"\x55" + conn_id.to_bytes(1, "big", signed=True) if -128 <= conn_id < 128 \
-        else b"\x81" + conn_id.to_bytes(8, "big", signed=True)
-    body = _CONN_ID_KEY + value + entries
-    props = b"\xd1" + (len(body) + 4).to_bytes(4, "big") + (count + 2).to_bytes(4, "big") + body
-    lib.pn_data_decode(lib.pn_connection_properties(cptr), props, len(props))
-    lib.pn_connection_open(cptr)
+    connector (and role), and kept here: each part that opens connections
+    has one."""
+
+    def __init__(self) -> None:
+        self._capabilities: bytes | None = None
+        # The encoded entries of the OPEN properties but the connection's id,
+        # and their number, by the listener's or connector's settings (kept
+        # with them: an id is only reused once its object is gone) and the
+        # connection's role.
+        self._properties: dict[tuple[int, Role], tuple[Any, bytes, int]] = {}
+
+    def open(self, conn: Conn, container: bytes) -> None:
+        """Send the router's OPEN on ``conn``."""
+        cptr = conn.cptr
+        lib.pn_connection_set_container(cptr, container)
+        caps = self._capabilities
+        if caps is None:
+            # A field of multiple symbols is one symbol or an array of them
+            # (AMQP 1.0 part 1, section 1.4); qdrouterd reads nothing from a list.
+            caps = self._capabilities = _encoded(
+                Array(UNDESCRIBED, Data.SYMBOL, *offered_capabilities(conn)))
+        lib.pn_data_decode(lib.pn_connection_offered_capabilities(cptr), caps, len(caps))
+        lib.pn_data_decode(lib.pn_connection_desired_capabilities(cptr), caps, len(caps))
+        settings = conn.settings
+        key = (id(settings), conn.core.role)
+        known = self._properties.get(key)
+        if known is None or known[0] is not settings:
+            if len(self._properties) >= 1024:
+                self._properties.clear()
+            known = self._properties[key] = (settings, *_map_entries(
+                _encoded(open_properties(conn, conn_id=False))))
+        _settings, entries, count = known
+        conn_id = conn.core.conn_id
+        value = b"\x55" + conn_id.to_bytes(1, "big", signed=True) if -128 <= conn_id < 128 \
+            else b"\x81" + conn_id.to_bytes(8, "big", signed=True)
+        body = _CONN_ID_KEY + value + entries
+        props = b"\xd1" + (len(body) + 4).to_bytes(4, "big") + (count + 2).to_bytes(4, "big") \
+            + body
+        lib.pn_data_decode(lib.pn_connection_properties(cptr), props, len(props))
+        lib.pn_connection_open(cptr)
 
 
 def failover_server_list(properties: object) -> list[Endpoint] | None:
@@ -279,6 +286,5 @@ def token(length: int = 15) -> str:
     return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
 
 
-__all__ = ["Conn", "Connector", "Listener", "Settings", "failover_server_list", "open_connection",
-           "open_properties",
-           "peer_offers", "remote_properties", "symbols", "token"]
+__all__ = ["Conn", "Connector", "Listener", "OpenFrames", "Settings", "failover_server_list",
+           "open_properties", "peer_offers", "remote_properties", "symbols", "token"]

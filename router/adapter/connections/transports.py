@@ -26,8 +26,8 @@ from router.adapter.connections.settings import ConnectorSettings, ListenerSetti
 from router.adapter.connections.state import (
     Conn,
     Connector,
+    OpenFrames,
     Settings,
-    open_connection,
 )
 from router.adapter.connections.websockets import Channel
 from router.adapter.loop.eventloop import READ, WRITE, EventLoop
@@ -63,6 +63,8 @@ class Transports:
         self.clock = loop.clock
         self.router_id = router_id
         self.dirty = pending.output
+        #: The OPEN of a connection this side begins (a connector's).
+        self.opens = OpenFrames()
         #: One collector for every connection's events.
         self.collector = lib.pn_collector()
         self.conns: dict[int, Conn] = {}
@@ -137,7 +139,7 @@ class Transports:
         if connector is not None:
             connector.conn = conn
             lib.pn_connection_set_hostname(cptr, connector.failover.current.host.encode())
-            open_connection(conn, self.router_id.encode())
+            self.opens.open(conn, self.router_id.encode())
             self.dirty.add(conn)
         if ws is not None:
             self.dirty.add(conn)  # the handshake's answer

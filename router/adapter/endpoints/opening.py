@@ -19,8 +19,8 @@ from router.adapter.connections.settings import ListenerSettings
 from router.adapter.connections.state import (
     STREAMING_LINKS,
     Conn,
+    OpenFrames,
     failover_server_list,
-    open_connection,
     peer_offers,
     remote_properties,
     token,
@@ -74,6 +74,8 @@ class Opening:
         self.by_connection = by_connection
         self.by_transport = by_transport
         self.clock = clock
+        #: The router's OPEN in answer to a peer's.
+        self.opens = OpenFrames()
 
     def connection_opened(self, cptr: Any) -> list[Effect]:
         """The peer's OPEN arrived."""
@@ -103,7 +105,7 @@ class Opening:
         if conn.connector is None:
             # Admitted before the OPEN goes out: policy may lower its limits.
             denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)
-            open_connection(conn, self.container)
+            self.opens.open(conn, self.container)
             if denied is not None:
                 _refuse(cptr, denied)
                 return []

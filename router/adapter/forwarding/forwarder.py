@@ -43,15 +43,13 @@ from router.core import (
     LinkId,
     MessageFormatError,
     MessageInfo,
+    MessageReader,
     OutLink,
     Router,
     RouterAnnotations,
     Stream,
     Transfer,
-    decode_annotations,
     may_have_router_keys,
-    scan,
-    strip_router_annotations,
     user_id_of,
 )
 from router.core.message import NO_ANNOTATIONS
@@ -98,11 +96,13 @@ class Forwarder:
         self.dirty = pending.output
         self.counters = Counters()
         self.buffer = ReceiveBuffer()
+        self.reader = MessageReader()
         self.outcomes = Outcomes(pending, self.counters)
-        self.sender = Sender(router_id, pending, self.outcomes, self.counters, trunks)
+        self.sender = Sender(router_id, pending, self.outcomes, self.counters, self.reader, trunks)
         self.network = NetworkForwarding(router, pending, self.outcomes, self.sender,
-                                         self.counters)
-        self.redelivery = Redelivery(router, self.sender, self.network, self.counters)
+                                         self.counters, self.reader)
+        self.redelivery = Redelivery(router, self.sender, self.network, self.counters,
+                                     self.reader)
         self.dispositions = Dispositions(self.outcomes, self.redelivery, pending)
         self.streams = Streams(pending, self.outcomes, self.dispositions, self.sender,
                                self.buffer, self.counters, trunks)
@@ -228,7 +228,7 @@ class Forwarder:
         message whose user-id is neither empty nor the connection's user is
         rejected."""
         try:
-            user_id = user_id_of(data, scan(data, read_to=False))
+            user_id = user_id_of(data, self.reader.scan(data, read_to=False))
         except MessageFormatError as exc:
             log.warning("%r: message rejected: %s", il, exc)
             self.outcomes.finish(d, il, REJECTED, "amqp:decode-error", "invalid message format")
@@ -259,17 +259,18 @@ class Forwarder:
         ann: RouterAnnotations | None = None
         # Messages from another router nearly always carry router keys: scan at once.
         keys = il.transit or may_have_router_keys(data)
+        reader = self.reader
         if keys:
             try:
-                info = scan(data)
+                info = reader.scan(data)
                 if not info.router_keys:
                     keys = False
                 elif il.conn.strip_in:
-                    data = strip_router_annotations(data, info)
+                    data = reader.strip_router_annotations(data, info)
                     info = None
                     keys = False
                 else:
-                    ann = decode_annotations(data, info)
+                    ann = reader.decode_annotations(data, info)
             except MessageFormatError as exc:
                 log.warning("%r: message rejected - invalid MA section: %s", il, exc)
                 description = "invalid message format" \
@@ -279,7 +280,7 @@ class Forwarder:
         if record is None:
             if info is None:
                 try:
-                    info = scan(data)
+                    info = reader.scan(data)
                 except MessageFormatError as exc:
                     log.warning("%r: message rejected: %s", il, exc)
                     self.outcomes.finish(d, il, REJECTED, "amqp:decode-error",
@@ -333,7 +334,7 @@ class Forwarder:
         ref = self.outcomes.transfer(d, il, data, record, ann, None, stream)
         if ann is not None:
             assert info is not None
-            data, keys = local_copy(ol, data, info, ann)
+            data, keys = local_copy(ol, data, info, ann, reader)
         sender = self.sender
         if ol.credit > 0 and not ol.queue:
             sender.transmit(ol, data, ref, keys, stream)

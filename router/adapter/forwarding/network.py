@@ -26,6 +26,7 @@ from router.core import (
     InLink,
     MessageFormatError,
     MessageInfo,
+    MessageReader,
     OutLink,
     RemoteTarget,
     Router,
@@ -33,7 +34,6 @@ from router.core import (
     Stream,
     UplinkTarget,
     annotate_upward,
-    scan,
 )
 from router.core.edges import EDGE_KEY
 from router.core.settlement import ACCEPTED, REJECTED, RELEASED
@@ -55,11 +55,13 @@ class NetworkForwarding:
         outcomes: the router's own outcomes.
         sender: sends the copies.
         counters: the router-wide counts.
+        reader: this router's reading of messages (its memos).
     """
 
     def __init__(self, router: Router, pending: Pending, outcomes: Outcomes, sender: Sender,
-                 counters: Counters) -> None:
+                 counters: Counters, reader: MessageReader) -> None:
         self.router = router
+        self.reader = reader
         self.outcomes = outcomes
         self.sender = sender
         self.encoder = sender.encoder
@@ -155,7 +157,7 @@ class NetworkForwarding:
         network = self.router.network
         if info is None:
             try:
-                info = scan(data)
+                info = self.reader.scan(data)
             except MessageFormatError as exc:
                 self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return
@@ -197,7 +199,7 @@ class NetworkForwarding:
                 return
             annotated = self.encoder.annotate(data, info, ann, to=to, phase=phase) if hops \
                 else data
-            copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
+            copies = [(ol, *local_copy(ol, data, info, ann, self.reader)) for ol in consumers]
             copies += [(ol, annotated, False) for ol in hops.values()]
             record.transit += len(hops)
             self._fan_out(d, il, copies, stream)
@@ -225,7 +227,7 @@ class NetworkForwarding:
         if isinstance(chosen, OutLink):
             if consumers is not record.consumers and len(record.consumers) > 1:
                 _rotate(record.consumers, chosen)
-            payload, keys = local_copy(chosen, data, info, ann)
+            payload, keys = local_copy(chosen, data, info, ann, self.reader)
             self.sender.send(chosen, payload, ref, keys, stream)
             return
         out = chosen.link.data_link(priority)
@@ -298,7 +300,7 @@ class NetworkForwarding:
             if not consumers and up is None:
                 self.nowhere(d, il, data, record, info, ann, stream)
                 return
-            copies = [(ol, *local_copy(ol, data, info, ann)) for ol in consumers]
+            copies = [(ol, *local_copy(ol, data, info, ann, self.reader)) for ol in consumers]
             if up is not None:
                 copies.append((up, self.upward_copy(il, data, info, ann, phase_override),
                                False))
@@ -315,7 +317,7 @@ class NetworkForwarding:
             return
         ref = self.outcomes.transfer(d, il, data, record, ann, phase_override, stream)
         if isinstance(chosen, OutLink):
-            payload, keys = local_copy(chosen, data, info, ann)
+            payload, keys = local_copy(chosen, data, info, ann, self.reader)
             self.sender.send(chosen, payload, ref, keys, stream)
             return
         self.sender.send(chosen.link, self.upward_copy(il, data, info, ann, phase_override),
@@ -327,7 +329,7 @@ class NetworkForwarding:
         """Send an anonymous sender's message up the anonymous uplink link."""
         if info is None:
             try:
-                info = scan(data)
+                info = self.reader.scan(data)
             except MessageFormatError as exc:
                 self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
                 return

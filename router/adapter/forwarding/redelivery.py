@@ -27,14 +27,13 @@ from router.core import (
     Held,
     MessageFormatError,
     MessageInfo,
+    MessageReader,
     OutLink,
     RemoteTarget,
     Router,
     RouterAnnotations,
     Transfer,
     UplinkTarget,
-    decode_annotations,
-    scan,
 )
 from router.core.amqp import PeerProtocolError
 from router.core.message import NO_ANNOTATIONS
@@ -72,11 +71,13 @@ class Redelivery:
         sender: sends the copies.
         network: the annotations a copy to another router gets.
         counters: the router-wide counts (``deliveriesRedelivered``).
+        reader: this router's reading of messages (its memos).
     """
 
     def __init__(self, router: Router, sender: Sender, network: NetworkForwarding,
-                 counters: Counters) -> None:
+                 counters: Counters, reader: MessageReader) -> None:
         self.router = router
+        self.reader = reader
         self.sender = sender
         self.network = network
         self.counters = counters
@@ -129,8 +130,8 @@ class Redelivery:
             held.tried.append(ol)
         try:
             data = redelivered_copy(held.data, failed, annotations)
-            info = scan(data)
-            ann = decode_annotations(data, info) if info.router_keys else None
+            info = self.reader.scan(data)
+            ann = self.reader.decode_annotations(data, info) if info.router_keys else None
         except (MessageFormatError, PeerProtocolError) as exc:
             log.warning("%r: not forwarded again: %s", ref.in_link, exc)
             return None
@@ -215,7 +216,7 @@ class Redelivery:
         if len(consumers) > 1 and consumers[-1] is not ol and ol in consumers:
             consumers.remove(ol)  # the round-robin moves on past it
             consumers.append(ol)
-        payload, keys = local_copy(ol, data, info, ann)
+        payload, keys = local_copy(ol, data, info, ann, self.reader)
         return self._send(ref, ol, payload, keys)
 
     def _send(self, ref: Transfer, ol: OutLink, data: bytes, keys: bool) -> OutLink:

@@ -28,14 +28,12 @@ from router.core import (
     Connection,
     Fanout,
     MessageInfo,
+    MessageReader,
     OutLink,
     RouterAnnotations,
     Stream,
     Transfer,
-    decode_annotations,
     may_have_router_keys,
-    scan,
-    strip_router_annotations,
 )
 from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
@@ -65,15 +63,15 @@ class StreamingLinks(Protocol):
     def lost(self, ol: OutLink) -> None: ...
 
 
-def local_copy(ol: OutLink, data: bytes, info: MessageInfo,
-               ann: RouterAnnotations | None) -> tuple[bytes, bool]:
+def local_copy(ol: OutLink, data: bytes, info: MessageInfo, ann: RouterAnnotations | None,
+               reader: MessageReader) -> tuple[bytes, bool]:
     """The bytes for a local consumer of a message that may carry router
     annotations: stripped here from the scan already made, so that the
     send does not scan the message again; ``False`` says no keys remain."""
     if ann is None:
         return data, False
     if ol.conn.strip_out:
-        return strip_router_annotations(data, info), False
+        return reader.strip_router_annotations(data, info), False
     return data, True
 
 
@@ -85,12 +83,15 @@ class Sender:
         pending: the wake-up's shared work.
         outcomes: settles what the router settles itself.
         counters: the router-wide counts.
+        reader: this router's reading of messages (its memos).
         trunks: where streamed copies to other routers go instead of the link
             they share with other messages (None: on that link).
     """
 
     def __init__(self, router_id: str, pending: Pending, outcomes: Outcomes,
-                 counters: Counters, trunks: StreamingLinks | None = None) -> None:
+                 counters: Counters, reader: MessageReader,
+                 trunks: StreamingLinks | None = None) -> None:
+        self.reader = reader
         self.outcomes = outcomes
         self.counters = counters
         self.dirty = pending.output
@@ -171,10 +172,11 @@ class Sender:
     def egress_annotations(self, ol: OutLink, data: bytes) -> bytes:
         """The message as sent to ``ol``: router keys stripped, or this router's
         ingress and trace added where the connection keeps annotations."""
-        info = scan(data)
+        reader = self.reader
+        info = reader.scan(data)
         if ol.conn.strip_out:
-            return strip_router_annotations(data, info)
-        annotations = decode_annotations(data, info) if info.router_keys else None
+            return reader.strip_router_annotations(data, info)
+        annotations = reader.decode_annotations(data, info) if info.router_keys else None
         to = annotations.to if annotations is not None else None
         phase = annotations.phase if annotations is not None else None
         return self.encoder.annotate(data, info, annotations, to=to, phase=phase)
@@ -237,8 +239,9 @@ class Sender:
         if link is None:
             return ol, data
         if not ol.prepared:
-            info = scan(data)
-            annotations = decode_annotations(data, info) if info.router_keys else None
+            info = self.reader.scan(data)
+            annotations = self.reader.decode_annotations(data, info) \
+                if info.router_keys else None
             to = annotations.to if annotations is not None else None
             phase = annotations.phase if annotations is not None else None
             record = ol.record

@@ -16,6 +16,7 @@ from router.core.message import (
     AnnotationEncoder,
     MessageFormatError,
     MessageInfo,
+    MessageReader,
     annotate,
     decode_annotations,
     encode_string,
@@ -643,17 +644,29 @@ def test_memos_stay_bounded_and_correct_past_their_size() -> None:
     from router.core import message as module
 
     encoder = AnnotationEncoder("B")
+    reader = MessageReader()
     for i in range(module.MEMO_SIZE + 50):
         data = message({"x-opt-qd.ingress": f"0/R{i}", "x-opt-qd.trace": [f"0/R{i}"]})
-        info = scan(data)
-        ann = decode_annotations(data, info)
+        info = reader.scan(data)
+        ann = reader.decode_annotations(data, info)
         assert ann.origin == f"R{i}"
         out = encoder.annotate(data, info, ann, to=None, phase=None)
-        assert decode_annotations(out, scan(out)).trace == (f"0/R{i}", "0/B")
-        assert decode(strip_router_annotations(data, info)).annotations is None
-    for memo in (module._keys_memo, module._annotations_memo, module._strip_memo,
-                 encoder._memo):
+        assert reader.decode_annotations(out, reader.scan(out)).trace == (f"0/R{i}", "0/B")
+        assert decode(reader.strip_router_annotations(data, info)).annotations is None
+    for memo in (reader._keys, reader._annotations, reader._strip, encoder._memo):
         assert 0 < len(memo) <= module.MEMO_SIZE
+
+
+def test_two_readers_share_no_memo() -> None:
+    """Each router reads with its own memos (two routers in one process)."""
+    data = message({"x-opt-qd.ingress": "0/R", "x-opt-qd.trace": ["0/R"]})
+    first, second = MessageReader(), MessageReader()
+    first.decode_annotations(data, first.scan(data))
+    assert first._keys and first._annotations
+    assert not second._keys and not second._annotations
+    info = second.scan(data)
+    assert second.decode_annotations(data, info) == decode_annotations(data, scan(data))
+    assert second.strip_router_annotations(data, info) == strip_router_annotations(data, info)
 
 
 def test_a_bad_section_is_refused_every_time() -> None:

@@ -1,4 +1,4 @@
-"""The router's OPEN (router.adapter.connections.state.open_connection): what the
+"""The router's OPEN (router.adapter.connections.state.OpenFrames): what the
 peer reads is what ``open_properties`` and ``offered_capabilities`` say,
 for every connection id, with the parts kept encoded per listener."""
 
@@ -12,8 +12,8 @@ from proton import Connection, Transport
 
 from router.adapter.connections.state import (
     Conn,
+    OpenFrames,
     offered_capabilities,
-    open_connection,
     open_properties,
 )
 from router.core import Role
@@ -22,7 +22,7 @@ from router.core.amqp.values import decode
 
 
 def _peer_sees(conn: Conn, pn_conn: Connection, wire: bytearray | None = None) -> Connection:
-    """Open ``pn_conn`` (the router's side) with ``open_connection`` and
+    """Open ``pn_conn`` (the router's side) with ``OpenFrames.open`` and
     return the client's side after the OPEN crossed (the router's bytes
     added to ``wire``)."""
     client = Connection()
@@ -31,7 +31,7 @@ def _peer_sees(conn: Conn, pn_conn: Connection, wire: bytearray | None = None) -
     server_transport = Transport(Transport.SERVER)
     server_transport.bind(pn_conn)
     client.open()
-    open_connection(conn, b"router-id")
+    OpenFrames().open(conn, b"router-id")
     for _ in range(10):
         for a, b in ((client_transport, server_transport), (server_transport, client_transport)):
             pending = a.pending()
