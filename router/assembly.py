@@ -64,6 +64,7 @@ from router.adapter.pending import Pending
 from router.adapter.sweep import Sweep
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
+from router.core.routing import ProtocolTimers
 from router.core.watch import Watch
 from router.service import ServiceError
 
@@ -239,11 +240,11 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     core = Router(router_id=router_id, addresses=table,
                   default_distribution=r.default_distribution, token=random_token,
                   interior=mode == "interior", edge=mode == "edge", instance=instance,
-                  timers={"hello_interval_s": r.hello_interval_seconds,
-                          "hello_max_age_s": r.hello_max_age_seconds,
-                          "ra_interval_s": r.ra_interval_seconds,
-                          "ra_interval_flux_s": r.ra_interval_flux_seconds,
-                          "remote_ls_max_age_s": r.remote_ls_max_age_seconds},
+                  timers=ProtocolTimers(hello_interval_s=r.hello_interval_seconds,
+                                        hello_max_age_s=r.hello_max_age_seconds,
+                                        ra_interval_s=r.ra_interval_seconds,
+                                        ra_interval_flux_s=r.ra_interval_flux_seconds,
+                                        remote_ls_max_age_s=r.remote_ls_max_age_seconds),
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
                   allow_resumable_link_route=r.allow_resumable_link_route,
                   redelivery_limit=r.redelivery_limit)

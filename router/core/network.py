@@ -38,6 +38,7 @@ from router.core.routing import (
     TOPO_ALL_ADDRESS,
     MobileAddressesChanged,
     PeerProtocolError,
+    ProtocolTimers,
     RouterAdded,
     RouterLost,
     Routes,
@@ -80,14 +81,13 @@ class Network:
                  records: dict[str, AddressRecord],
                  record_for: Callable[[str, int], AddressRecord | None],
                  release_record: Callable[[AddressRecord], None],
-                 hello_interval_s: float = 1, hello_max_age_s: float = 3,
-                 ra_interval_s: float = 30, ra_interval_flux_s: float = 4,
-                 remote_ls_max_age_s: float = 60) -> None:
+                 timers: ProtocolTimers | None = None) -> None:
         self.router_id = router_id
+        t = timers if timers is not None else ProtocolTimers()
         self.protocol = RoutingProtocol(
-            router_id, instance, hello_interval_s=hello_interval_s,
-            hello_max_age_s=hello_max_age_s, ra_interval_s=ra_interval_s,
-            ra_interval_flux_s=ra_interval_flux_s, remote_ls_max_age_s=remote_ls_max_age_s)
+            router_id, instance, hello_interval_s=t.hello_interval_s,
+            hello_max_age_s=t.hello_max_age_s, ra_interval_s=t.ra_interval_s,
+            ra_interval_flux_s=t.ra_interval_flux_s, remote_ls_max_age_s=t.remote_ls_max_age_s)
         self.records = records
         self._record_for = record_for
         self._release_record = release_record

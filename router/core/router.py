@@ -57,6 +57,7 @@ from router.core.records import (
     RouterLink,
     UplinkTarget,
 )
+from router.core.routing import ProtocolTimers
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ class Router:
         edge: this is an edge router: ``edge`` connections are uplinks
             (docs/networks.md#edge-routers).
         instance: this router's start time (epoch seconds), for the protocol.
-        timers: the router entity's protocol intervals (``hello_interval_s``...).
+        timers: the routing protocol's intervals (the router entity's).
         auto_links: the configured auto-links.
         link_routes: the configured link routes.
         allow_resumable_link_route: route attaches whose terminus outlives
@@ -176,7 +177,7 @@ class Router:
         interior: bool = False,
         edge: bool = False,
         instance: int = 0,
-        timers: dict[str, float] | None = None,
+        timers: ProtocolTimers | None = None,
         auto_links: Iterable[AutoLinkSpec] = (),
         link_routes: Iterable[LinkRouteSpec] = (),
         allow_resumable_link_route: bool = True,
@@ -194,7 +195,7 @@ class Router:
         if interior:
             self.network = Network(router_id=router_id, instance=instance, records=self.records,
                                    record_for=self._remote_record, release_record=self._release,
-                                   **(timers or {}))
+                                   timers=timers)
         self.edge_mode = edge
         #: An edge router's uplink; an interior router's edges.
         self.uplink: Uplink | None = None

@@ -48,7 +48,7 @@ from router.core.routing.messages import (
 )
 from router.core.routing.mobile import NO_HINT
 from router.core.routing.paths import Route, Routes, compute_routes
-from router.core.routing.protocol import TICK_INTERVAL_S, RoutingProtocol
+from router.core.routing.protocol import TICK_INTERVAL_S, ProtocolTimers, RoutingProtocol
 
 __all__ = [
     "ALL",
@@ -75,6 +75,7 @@ __all__ = [
     "NodeRecord",
     "Opcode",
     "PeerProtocolError",
+    "ProtocolTimers",
     "Route",
     "RouterAdded",
     "RouterAdvertisement",

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, assert_never
 
+import attrs
+
 from router.core.routing.effects import ALL, Effect, SendControl
 from router.core.routing.hello import TIME_SLACK_S, HelloProtocol
 from router.core.routing.linkstate import Neighbor, NodeRecord, NodeTracker
@@ -45,6 +47,18 @@ log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S: Final = 1.0
 """The protocol tick of qdrouterd's engine and mobile-sync module."""
+
+
+@attrs.frozen(kw_only=True)
+class ProtocolTimers:
+    """The routing protocol's intervals, as the ``router`` section gives them
+    (``helloIntervalSeconds`` and the rest; docs/networks.md#timers)."""
+
+    hello_interval_s: float = 1.0
+    hello_max_age_s: float = 3.0
+    ra_interval_s: float = 30.0
+    ra_interval_flux_s: float = 4.0
+    remote_ls_max_age_s: float = 60.0
 
 
 class RoutingProtocol:

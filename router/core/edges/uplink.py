@@ -1,68 +1,48 @@
-"""Edge routers (docs/networks.md#edge-routers): an edge router's uplink to an
-interior router, and an interior router's side of the edges attached to it.
+"""An edge router's side of its uplink (docs/networks.md#edge-routers).
 
-Owns, on an edge router (``Uplink``), which ``edge`` connection is the
-active uplink (the first to open; another open one when it goes) and the
-links the edge attaches on it:
-
-- an anonymous sending link, the way up for every message bound beyond the
-  edge (the ``L_edge`` record's destination);
-- the downlink, a receiving link whose source is the edge's id with the
-  capability ``qd.router-edge-downlink``: the edge's own ``_edge/<id>/...``
-  addresses come down it;
-- one receiving link per address a consumer on the edge has, so that the
-  interior sees a consumer here;
-- one sending link per address a producer on the edge has, a destination
-  of that address only while the interior says it has destinations beyond
-  this edge (it says so on the address-tracking link, messages
-  ``[key, true|false]``);
-- the heartbeat link, a message every two seconds;
-- the link-route lookup links: a client attach on the edge that no link
-  route of the edge's own serves is first looked up at the interior, and
-  forwarded up the uplink when the interior has a link route for it;
-- a management link: the link routes the edge's own brokers serve are made
-  ``connection.linkRoute`` entities of the uplink at the interior, so that
-  attaches anywhere in the network reach them.
-
-On an interior router (``EdgeHosts``): binding an edge's downlink to the
-edge's ``H<edge-id>`` key, the tracking answers each edge gets (whether
-each address it produces to has a destination that is not on that edge:
-the credit rule of ``AddressRecord.may_feed``, so an answer goes out
-exactly when that sender's credit would change), the heartbeats it
-expects, and the link-route lookups edges ask for.
-
-The wire conventions (addresses, capabilities, message bodies) are
-qdrouterd's, so that edges and interiors of either kind work together.
-Pure: no clock, no sockets; it returns effects like the rest of the core.
+Owns which ``edge`` connection is the active uplink (the first to open;
+another open one when it goes) and the links the edge attaches on it: the
+anonymous way up, the downlink, a link per address its consumers and
+producers have, the heartbeat, the link-route lookups and the management
+link that offers its brokers' link routes (the package's docstring lists
+them).  The interior's side is ``router.core.edges.hosts``.  Pure: no clock,
+no sockets; it returns effects.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final
 
-from addressing import Direction
 from router.core.amqp import (
     APPLICATION_PROPERTIES,
-    COMPACT,
-    HEADER,
-    PROPERTIES,
-    VALUE,
-    Int,
     PeerProtocolError,
-    UInt,
-    encode_section,
     split_sections,
 )
 from router.core.destinations import demand_changed, senders_changed
+from router.core.edges.wire import (
+    EDGE_DOWNLINK,
+    EDGE_KEY,
+    HEARTBEAT_ADDRESS,
+    HEARTBEAT_INTERVAL_S,
+    IN_PROCESS,
+    LOOKUP_ADDRESS,
+    LOOKUP_TIMEOUT_S,
+    MANAGEMENT_ADDRESS,
+    TRACKING_ADDRESS,
+    decode_lookup_reply,
+    decode_tracking,
+    encode_heartbeat,
+    encode_lookup,
+    encode_proxy_request,
+    mobile,
+    waypoint_capabilities,
+)
 from router.core.effects import (
     AttachOwnLink,
-    CloseConnection,
     DetachOwnLink,
     Effect,
     LookupAnswered,
-    RouteMessage,
     SendOnLink,
 )
 from router.core.ids import LinkId
@@ -70,142 +50,6 @@ from router.core.records import AddressRecord, Connection, InLink, OutLink, Upli
 
 log = logging.getLogger(__name__)
 
-#: Terminus capability of an edge's downlink.
-EDGE_DOWNLINK: Final = "qd.router-edge-downlink"
-#: Where an edge receives the interior's address-tracking answers from.
-TRACKING_ADDRESS: Final = "_$qd.edge_addr_tracking"
-#: Where an edge sends its heartbeats.
-HEARTBEAT_ADDRESS: Final = "_$qd.edge_heartbeat"
-#: Where an edge asks whether an address is link-routed.
-LOOKUP_ADDRESS: Final = "_$qd.addr_lookup"
-#: The record of "beyond this edge": the anonymous uplink is its destination.
-EDGE_KEY: Final = "L_edge"
-HEARTBEAT_INTERVAL_S: Final = 2.0
-#: An interior closes an edge connection whose last heartbeat is older.
-HEARTBEAT_TIMEOUT_S: Final = 8.0
-#: An unanswered link-route lookup counts as "not link-routed" after this.
-LOOKUP_TIMEOUT_S: Final = 3.0
-MANAGEMENT_ADDRESS: Final = "$management"
-CONNECTION_LINK_ROUTE: Final = "org.apache.qpid.dispatch.router.connection.linkRoute"
-FALLBACK_CAPABILITY: Final = "qd.fallback"
-WAYPOINT_CAPABILITY: Final = "qd.waypoint"
-#: The in-process consumers (the management node) are on connection 0:
-#: they are never made known beyond the router.
-_IN_PROCESS: Final = 0
-
-# The link-route lookup protocol: version, opcode and statuses.
-LOOKUP_VERSION: Final = 1
-LOOKUP_LINK_ROUTE: Final = 1
-LOOKUP_OK: Final = 0
-LOOKUP_BAD_VERSION: Final = 1
-LOOKUP_BAD_OPCODE: Final = 2
-LOOKUP_NOT_FOUND: Final = 3
-LOOKUP_INVALID: Final = 4
-
-
-def encode_tracking(key: str, reachable: bool) -> bytes:
-    """An address-tracking message: body ``[key, reachable]``."""
-    return (encode_section(HEADER, [False], COMPACT)
-            + encode_section(VALUE, [key, reachable], COMPACT))
-
-
-def decode_tracking(data: bytes) -> tuple[str, bool]:
-    """The key and flag of an address-tracking message.
-
-    Raises:
-        PeerProtocolError: the body is not a list of a string and a boolean.
-    """
-    body = split_sections(data, "address-tracking message").get(VALUE)
-    if not isinstance(body, list) or len(body) != 2 or not isinstance(body[0], str) \
-            or not isinstance(body[1], bool):
-        raise PeerProtocolError("address-tracking message: body is not [key, boolean]")
-    return body[0], body[1]
-
-
-def encode_heartbeat(sequence: int) -> bytes:
-    """A heartbeat: an integer body, counting up."""
-    return encode_section(VALUE, Int(sequence & 0x7FFFFFFF), COMPACT)
-
-
-def encode_lookup(address: str, receiving: bool, *, reply_to: str, correlation: str) -> bytes:
-    """A link-route lookup request: is ``address`` link-routed for a link the
-    router receives on (``receiving``, a client sender) or sends on?"""
-    return b"".join((
-        encode_section(HEADER, [False], COMPACT),
-        encode_section(PROPERTIES, [None, None, None, None, reply_to, correlation], COMPACT),
-        encode_section(APPLICATION_PROPERTIES,
-                       {"version": UInt(LOOKUP_VERSION), "opcode": UInt(LOOKUP_LINK_ROUTE)},
-                       COMPACT),
-        encode_section(VALUE, [address, receiving], COMPACT),
-    ))
-
-
-def encode_proxy_request(operation: str, name: str, *, reply_to: str, correlation: str,
-                         pattern: str | None = None, direction: str | None = None) -> bytes:
-    """A management CREATE or DELETE of a ``connection.linkRoute`` named ``name``."""
-    body: dict[str, object] = {}
-    if operation == "CREATE":
-        body = {"type": CONNECTION_LINK_ROUTE, "name": name, "pattern": pattern,
-                "direction": direction}
-    return b"".join((
-        encode_section(HEADER, [False], COMPACT),
-        encode_section(PROPERTIES, [None, None, MANAGEMENT_ADDRESS, None, reply_to, correlation],
-                       COMPACT),
-        encode_section(APPLICATION_PROPERTIES, {"operation": operation,
-                                                "type": CONNECTION_LINK_ROUTE, "name": name},
-                       COMPACT),
-        encode_section(VALUE, body, COMPACT),
-    ))
-
-
-def decode_lookup_reply(data: bytes) -> tuple[object, bool, bool]:
-    """The correlation id of a lookup reply and its answer: link-routed, and
-    with destinations (both false unless the status is OK).
-
-    Raises:
-        PeerProtocolError: not a lookup reply.
-    """
-    sections = split_sections(data, "address lookup reply")
-    props = sections.get(PROPERTIES)
-    app = sections.get(APPLICATION_PROPERTIES)
-    body = sections.get(VALUE)
-    if not isinstance(props, list) or len(props) < 6 or not isinstance(app, dict):
-        raise PeerProtocolError("address lookup reply: no correlation id or status")
-    if app.get("status") != LOOKUP_OK:
-        return props[5], False, False
-    if not isinstance(body, list) or len(body) < 2 or not all(
-            isinstance(v, bool) for v in body[:2]):
-        raise PeerProtocolError("address lookup reply: body is not [boolean, boolean]")
-    return props[5], bool(body[0]), bool(body[1])
-
-
-def waypoint_capabilities(key: str, phases: tuple[int, int] | None, *,
-                          incoming: bool) -> tuple[str, ...]:
-    """The capabilities of an uplink link for mobile key ``key``: a fallback
-    key's links are fallback links, and an address with waypoint phases has
-    the links of its inner phases marked as waypoints, so that the interior
-    binds them to the same phase (docs/brokers.md#phases).
-
-    Args:
-        key: the record's key (``M<phase><address>``).
-        phases: the address's ingress and egress phases, when configured.
-        incoming: a link the edge receives on (its consumers' way in).
-    """
-    if key[1] == "F":
-        return (FALLBACK_CAPABILITY,)
-    if phases is None or phases[1] <= 0:
-        return ()
-    phase = int(key[1])
-    ingress, egress = phases
-    if (not incoming and phase == ingress) or (incoming and phase == egress):
-        return ()
-    if phase < ingress or phase > egress:
-        return ()
-    return (f"{WAYPOINT_CAPABILITY}.{phase + (1 if incoming else 0)}",)
-
-
-def _mobile(record: AddressRecord) -> bool:
-    return record.key[0] == "M"
 
 
 class Uplink:
@@ -338,7 +182,7 @@ class Uplink:
         self.management = agent
         effects.append(AttachOwnLink(link=agent, target=MANAGEMENT_ADDRESS))
         for rec in list(self.records.values()):
-            if _mobile(rec):
+            if mobile(rec):
                 effects.extend(self.consumers_changed(rec))
                 effects.extend(self.senders_changed(rec))
         return effects
@@ -386,13 +230,13 @@ class Uplink:
     @staticmethod
     def _local(link: InLink | OutLink, uplink: Connection) -> bool:
         conn = link.conn
-        return conn is not uplink and conn.conn_id != _IN_PROCESS
+        return conn is not uplink and conn.conn_id != IN_PROCESS
 
     def consumers_changed(self, record: AddressRecord) -> list[Effect]:
         """``record`` gained its first or lost its last consumer: the
         interior is told through a receiving link for it on the uplink."""
         conn = self.active
-        if conn is None or not _mobile(record):
+        if conn is None or not mobile(record):
             return []
         key = record.key
         wanted = any(self._local(c, conn) for c in record.consumers)
@@ -419,12 +263,12 @@ class Uplink:
         """``record``'s producers changed: a sending link for it on the uplink
         while it has one on the edge (and for its fallback record too)."""
         conn = self.active
-        if conn is None or not _mobile(record) or record.key[1] == "F":
+        if conn is None or not mobile(record) or record.key[1] == "F":
             return []
         # An address served in the router itself (management) is never
         # looked for beyond it.
         wanted = any(self._local(s, conn) for s in record.senders) \
-            and not any(c.conn.conn_id == _IN_PROCESS for c in record.consumers)
+            and not any(c.conn.conn_id == IN_PROCESS for c in record.consumers)
         effects: list[Effect] = []
         for rec in (record, record.fallback):
             if rec is None:
@@ -637,241 +481,4 @@ class Uplink:
         return effects
 
 
-class EdgePeer:
-    """An interior router's state of one edge router's connection."""
-
-    __slots__ = ("conn", "downlink", "heartbeat", "last_beat", "lookup", "tracking")
-
-    def __init__(self, conn: Connection, now: float) -> None:
-        self.conn = conn
-        self.downlink: OutLink | None = None
-        self.tracking: OutLink | None = None
-        self.heartbeat: InLink | None = None
-        self.lookup: InLink | None = None
-        self.last_beat = now
-
-    def tracked(self, sender: InLink) -> SendOnLink | None:
-        """The tracking answer for ``sender``, an edge's producer link whose
-        address's destinations may have changed, when it differs from the
-        last one: whether the address has a destination beyond the edge.  A
-        fallback destination does not count (as in qdrouterd): the edge uses
-        its own fallback, or sends up when the address is reachable."""
-        tracking = self.tracking
-        record = sender.record
-        if tracking is None or record is None or not _mobile(record):
-            return None
-        reachable = record.reaches_beyond(sender.conn)
-        if reachable is sender.tracked_reachable:
-            return None
-        sender.tracked_reachable = reachable
-        return SendOnLink(link=tracking, data=encode_tracking(record.key, reachable))
-
-
-LinkRouteLookup = Callable[[str, Direction], tuple[bool, bool]]
-
-
-class EdgeHosts:
-    """An interior router's side of its edge routers.
-
-    Args:
-        records: the router's address records.
-        link_id: allocates link ids.
-        downlink_record: finds or creates the ``H<edge-id>`` record.
-        link_route: whether an address in a direction is link-routed here,
-            and whether that link route has destinations.
-    """
-
-    def __init__(self, *, link_id: Callable[[], LinkId],
-                 downlink_record: Callable[[str], AddressRecord],
-                 link_route: LinkRouteLookup) -> None:
-        self._link_id = link_id
-        self._downlink_record = downlink_record
-        self._link_route = link_route
-        self.peers: dict[Connection, EdgePeer] = {}
-        self.next_check: float | None = None
-        #: Counters: link-route lookups answered.
-        self.lookups = 0
-
-    def opened(self, conn: Connection, now: float) -> None:
-        """An edge router connected."""
-        peer = EdgePeer(conn, now)
-        self.peers[conn] = peer
-        conn.edge = peer
-        if self.next_check is None:
-            self.next_check = now + HEARTBEAT_INTERVAL_S
-        log.info("[C%d] Edge router %s attached", conn.conn_id, conn.container_id)
-
-    def watch(self, conn: Connection, now: float) -> EdgePeer:
-        """A connection that is not an edge router's attached a heartbeat
-        sender, as qdrouterd lets any client do: it is watched as an edge's
-        is, and closed when its heartbeats stop."""
-        peer = self.peers.get(conn)
-        if peer is None:
-            peer = self.peers[conn] = EdgePeer(conn, now)
-            if self.next_check is None:
-                self.next_check = now + HEARTBEAT_INTERVAL_S
-        return peer
-
-    def closed(self, conn: Connection) -> None:
-        """A connection went: an edge router's, or one that was watched."""
-        peer = self.peers.pop(conn, None)
-        if peer is not None and conn.edge is peer:
-            log.info("[C%d] Edge router %s detached", conn.conn_id, conn.container_id)
-        conn.edge = None
-
-    # -- the edge's own links ------------------------------------------------------------
-
-    def downlink(self, peer: EdgePeer, *, edge_id: str, name: str,
-                 handle: object) -> tuple[AddressRecord, OutLink]:
-        """The edge attached its downlink: bound to ``H<edge-id>``; the
-        caller adds it as the record's consumer."""
-        record = self._downlink_record(edge_id)
-        link = OutLink(self._link_id(), peer.conn, name=name, address=f"_edge/{edge_id}",
-                       record=record, handle=handle)
-        link.prepared = True  # annotated for the edge by the forwarder
-        peer.conn.out_links[link.link_id] = link
-        peer.downlink = link
-        return record, link
-
-    def tracking_attached(self, peer: EdgePeer, *, name: str, handle: object) -> tuple[
-            OutLink, list[Effect]]:
-        """The edge attached its address-tracking receiver: it gets the
-        current answer for each of its producer links at once."""
-        link = OutLink(self._link_id(), peer.conn, name=name, address=TRACKING_ADDRESS,
-                       record=None, presettle=True, handle=handle)
-        link.prepared = True
-        peer.conn.out_links[link.link_id] = link
-        peer.tracking = link
-        effects: list[Effect] = []
-        for sender in peer.conn.in_links.values():
-            sender.tracked_reachable = False  # a new tracking link knows nothing yet
-            answer = peer.tracked(sender)
-            if answer is not None:
-                effects.append(answer)
-        return link, effects
-
-    def service_attached(self, peer: EdgePeer, address: str, *, name: str,
-                         handle: object) -> InLink:
-        """The edge attached its heartbeat or lookup sender."""
-        link = InLink(self._link_id(), peer.conn, name=name, address=None, record=None,
-                      handle=handle)
-        link.control = True
-        peer.conn.in_links[link.link_id] = link
-        if address == HEARTBEAT_ADDRESS:
-            peer.heartbeat = link
-        else:
-            peer.lookup = link
-        return link
-
-    def detached(self, link: InLink | OutLink) -> None:
-        peer = self.peers.get(link.conn)
-        if peer is None:
-            return
-        if link is peer.tracking:
-            peer.tracking = None
-        elif link is peer.heartbeat:
-            peer.heartbeat = None
-        elif link is peer.lookup:
-            peer.lookup = None
-        elif link is peer.downlink:
-            peer.downlink = None
-
-    # -- what the edge sends ------------------------------------------------------------
-
-    def received(self, link: InLink, data: bytes, now: float) -> tuple[bool, list[Effect]]:
-        """A message on an edge's heartbeat or lookup link: whether it is
-        taken (a lookup request that is not one is refused) and what it
-        makes the router do."""
-        peer = self.peers.get(link.conn)
-        if peer is None:
-            return True, []
-        if link is peer.heartbeat:
-            peer.last_beat = now
-            return True, []
-        if link is peer.lookup:
-            return self._lookup(peer, data)
-        return True, []
-
-    def _lookup(self, peer: EdgePeer, data: bytes) -> tuple[bool, list[Effect]]:
-        """Answer a link-route lookup: body ``[address, receiver]``, answer
-        ``[is_link_route, has_destinations]`` with a status. A request that
-        is not one (no version or opcode this router knows, a bad body, no
-        reply-to) is refused with no answer, as qdrouterd refuses it."""
-        try:
-            sections = split_sections(data, "address lookup request")
-        except PeerProtocolError as exc:
-            log.error("Invalid address lookup request from %s: %s",
-                      peer.conn.container_id, exc)
-            return False, []
-        props = sections.get(PROPERTIES)
-        reply_to = props[4] if isinstance(props, list) and len(props) > 4 else None
-        correlation = props[5] if isinstance(props, list) and len(props) > 5 else None
-        app = sections.get(APPLICATION_PROPERTIES)
-        body = sections.get(VALUE)
-        problem = None
-        if not isinstance(app, dict) or app.get("version") != LOOKUP_VERSION:
-            problem = "no version or an unknown one"
-        elif app.get("opcode") != LOOKUP_LINK_ROUTE:
-            problem = "an unknown opcode"
-        elif not isinstance(body, list) or len(body) < 2 or not isinstance(body[0], str) \
-                or not isinstance(body[1], bool):
-            problem = "a body that is not [address, receiver]"
-        elif not isinstance(reply_to, str):
-            problem = "no reply-to"
-        if problem is not None:
-            log.error("Invalid address lookup request from %s refused: %s",
-                      peer.conn.container_id, problem)
-            return False, []
-        assert isinstance(body, list) and isinstance(reply_to, str)
-        direction = Direction.IN if body[1] else Direction.OUT
-        is_route, has_destinations = self._link_route(body[0], direction)
-        answer = [is_route, has_destinations]
-        status = LOOKUP_OK if is_route else LOOKUP_NOT_FOUND
-        self.lookups += 1
-        reply = b"".join((
-            encode_section(HEADER, [False], COMPACT),
-            encode_section(PROPERTIES, [None, None, reply_to, None, None, correlation], COMPACT),
-            encode_section(APPLICATION_PROPERTIES,
-                           {"version": UInt(LOOKUP_VERSION), "opcode": UInt(LOOKUP_LINK_ROUTE),
-                            "status": UInt(status)}, COMPACT),
-            encode_section(VALUE, answer, COMPACT),
-        ))
-        return True, [RouteMessage(data=reply)]
-
-    # -- heartbeats -------------------------------------------------------------------
-
-    def next_deadline(self) -> float | None:
-        return self.next_check if self.peers else None
-
-    def tick(self, now: float) -> list[Effect]:
-        """Every two seconds: close an edge connection whose heartbeats stopped."""
-        if self.next_check is None or now < self.next_check:
-            return []
-        self.next_check = now + HEARTBEAT_INTERVAL_S
-        effects: list[Effect] = []
-        for peer in self.peers.values():
-            if peer.heartbeat is not None and now - peer.last_beat > HEARTBEAT_TIMEOUT_S:
-                log.info("[C%d] Lost heartbeat from container %s, closing connection",
-                         peer.conn.conn_id, peer.conn.container_id)
-                effects.append(CloseConnection(
-                    conn=peer.conn,
-                    description=f"Lost heartbeat from container {peer.conn.container_id}"))
-        return effects
-
-
-__all__ = [
-    "EDGE_DOWNLINK",
-    "EDGE_KEY",
-    "HEARTBEAT_ADDRESS",
-    "LOOKUP_ADDRESS",
-    "TRACKING_ADDRESS",
-    "EdgeHosts",
-    "EdgePeer",
-    "Uplink",
-    "decode_lookup_reply",
-    "decode_tracking",
-    "encode_heartbeat",
-    "encode_lookup",
-    "encode_tracking",
-    "waypoint_capabilities",
-]
+__all__ = ["Uplink"]
