@@ -114,7 +114,7 @@ class Network:
             return []
         link.ready = True
         log.info("inter-router connection %r ready", link)
-        return self._apply(self.protocol.neighbor_connected(
+        return self.apply_protocol(self.protocol.neighbor_connected(
             link.link_id, link.cost, now, peer=link.conn.container_id or None), now)
 
     def link_lost(self, conn: Connection, now: float) -> list[Effect]:
@@ -127,12 +127,12 @@ class Network:
         log.info("inter-router connection %r lost", link)
         if not link.ready:
             return []
-        return self._apply(self.protocol.neighbor_disconnected(link.link_id, now), now)
+        return self.apply_protocol(self.protocol.neighbor_disconnected(link.link_id, now), now)
 
     # -- time ------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Effect]:
-        return self._apply(self.protocol.tick(now), now)
+        return self.apply_protocol(self.protocol.tick(now), now)
 
     def next_deadline(self) -> float | None:
         return self.protocol.next_deadline()
@@ -140,10 +140,10 @@ class Network:
     # -- local addresses ---------------------------------------------------------------
 
     def address_added(self, key: str, hint: int, now: float) -> list[Effect]:
-        return self._apply(self.protocol.local_address_added(key, hint, now), now)
+        return self.apply_protocol(self.protocol.local_address_added(key, hint, now), now)
 
     def address_removed(self, key: str, now: float) -> list[Effect]:
-        return self._apply(self.protocol.local_address_removed(key, now), now)
+        return self.apply_protocol(self.protocol.local_address_removed(key, now), now)
 
     # -- control messages ----------------------------------------------------------------
 
@@ -161,20 +161,20 @@ class Network:
             return []  # loop guard (docs/networks.md#the-loop-guard)
         effects: list[Effect] = []
         if to.endswith("/qdhello"):
-            return self._apply(self.protocol.control_received(envelope.message, link.link_id,
-                                                               now), now)
+            return self.apply_protocol(
+                self.protocol.control_received(envelope.message, link.link_id, now), now)
         if to in (TOPO_ALL_ADDRESS, MA_ALL_ADDRESS) or to.endswith("_topo/0/all/qdrouter.ma"):
             effects.extend(self._relay(data, trace, envelope.ingress, flood=to == TOPO_ALL_ADDRESS,
                                        came_from=link))
-            effects.extend(self._apply(self.protocol.control_received(envelope.message, None, now),
-                                       now))
+            effects.extend(self.apply_protocol(
+                self.protocol.control_received(envelope.message, None, now), now))
             return effects
         target = to[len(_TOPO_PREFIX):].split("/", 1)[0] if to.startswith(_TOPO_PREFIX) else ""
         if not target and to.startswith("_topo/0/"):
             target = to[len("_topo/0/"):].split("/", 1)[0]
         if target == self.router_id or not target:
-            return self._apply(self.protocol.control_received(envelope.message, link.link_id,
-                                                               now), now)
+            return self.apply_protocol(
+                self.protocol.control_received(envelope.message, link.link_id, now), now)
         hop = self._next_hop_link(target)
         if hop is not None and hop is not link:
             effects.append(SendFrame(link=hop, data=self._stamp(data)))
@@ -225,7 +225,10 @@ class Network:
 
     # -- protocol effects ----------------------------------------------------------------
 
-    def _apply(self, effects: list[ProtocolEffect], now: float) -> list[Effect]:
+    def apply_protocol(self, effects: list[ProtocolEffect], now: float) -> list[Effect]:
+        """Carry out what the routing protocol decided (``RoutingProtocol``'s
+        effects): frames to send, routes and mobile addresses changed,
+        routers added and lost; the router's effects that follow."""
         out: list[Effect] = []
         for effect in effects:
             if isinstance(effect, SendHello):

@@ -18,7 +18,6 @@ line and from qdrouterd's management agent
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -39,19 +38,12 @@ from tests.system.network import (
     latest_routes,
     link_key,
 )
+from tests.waiting import free_port, wait_for
 
 CONVERGE_TIMEOUT_S = 40.0
 LOG_TAIL_LINES = 120
 
 LISTENER_FAILED = ("Address already in use", "Listener error", "Unable to listen")
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def qdr_conf(router_id: str, ports: Sequence[int], connectors: Sequence[int],
@@ -231,11 +223,8 @@ class MixedNetwork:
                            edge_id, 1)
         self.routers[edge_id] = router
         self.edges.add(edge_id)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not UPLINK.search(router.log_text()):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{edge_id}: no uplink:\n{log_tail(router)}")
-            time.sleep(0.05)
+        wait_for(lambda: UPLINK.search(router.log_text()), STARTUP_TIMEOUT_S,
+                 f"{edge_id}'s uplink:\n{log_tail(router)}", interval=0.05)
         return router
 
     def routes(self, router_id: str) -> dict[str, tuple[str, int]] | None:

@@ -20,6 +20,7 @@ from tests.system.brokered import broker_connector, waypoint
 from tests.system.clients import connect, receive_all, send_settled
 from tests.system.rabbitmq import RabbitMQ
 from tests.system.test_link_routes import link_routes
+from tests.waiting import wait_for
 
 KINDS = ["hopd", "qdrouterd"]
 TIMEOUT_S = 30.0
@@ -44,14 +45,13 @@ def wait_link_route_learnt(url: str, prefix: str) -> None:
     routes themselves by a tick or two. Before that, an attach to the prefix
     is an ordinary address (a sender is attached without credit)."""
     wanted = {f"C{prefix}", f"D{prefix}"}
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
+
+    def learnt() -> bool:
         keys = {row.get("key") for row in
                 management_query(url, "org.apache.qpid.dispatch.router.address")}
-        if wanted <= keys:
-            return
-        assert time.monotonic() < deadline, f"{sorted(wanted - keys)} not learnt at {url}"
-        time.sleep(0.2)
+        return wanted <= keys
+
+    wait_for(learnt, TIMEOUT_S, f"{sorted(wanted)} learnt at {url}", interval=0.2)
 
 
 def broker_pair(make: MakeNetwork, broker_on: str, extra: str, shared: str = ""

@@ -22,7 +22,6 @@ from tests.system.clients import (
     send_settled,
     wait_all,
 )
-from tests.system.harness import wait_for
 from tests.system.peers import TransactionalPeer
 from tests.system.rabbitmq import free_port
 from tests.system.test_link_routes import link_routes
@@ -33,6 +32,7 @@ from tests.system.test_network import (
     settle_all,
     take,
 )
+from tests.waiting import wait_for
 
 # (interior kind, first edge kind, second edge kind)
 SHAPES = [("qdrouterd", "hopd", "hopd"), ("hopd", "qdrouterd", "qdrouterd"),

@@ -30,8 +30,9 @@ from spark.source import StreamReader
 from tests.spark.amqp import Producer
 from tests.spark.die_after_commit import batch_ids
 from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, waypoint
-from tests.system.harness import Hop, router_conf, start, wait_for
+from tests.system.harness import Hop, router_conf, start
 from tests.system.rabbitmq import RabbitMQ, running
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

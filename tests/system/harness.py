@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 LISTENING = re.compile(r"Listening on ([0-9.]+):(\d+)")
@@ -110,10 +109,3 @@ def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1
     raise AssertionError(f"hopd did not start listening:\n{log_path.read_text()}")
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or condition}")

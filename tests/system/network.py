@@ -28,7 +28,8 @@ import re
 import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from tests.system.harness import STANDARD_LISTENER, Hop, wait_for
+from tests.system.harness import STANDARD_LISTENER, Hop
+from tests.waiting import wait_for
 
 StartRouter = Callable[..., Hop]
 

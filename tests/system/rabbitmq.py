@@ -20,15 +20,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.waiting import free_port
+
 RABBITMQ_SERVER = "/usr/sbin/rabbitmq-server"
 RABBITMQCTL = "/usr/sbin/rabbitmqctl"
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def available() -> bool:

@@ -22,10 +22,11 @@ from proton.utils import BlockingConnection
 from tests.system.cdp import Page, chromium_page
 from tests.system.clients import connect, send_async
 from tests.system.conftest import StartRouter
-from tests.system.harness import LISTENING, Hop, wait_for
+from tests.system.harness import LISTENING, Hop
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
 from tests.system.sasl_users import PASSWORD, Users, make_users
+from tests.waiting import wait_for
 
 HTTP_LISTENER = """\
 listener {

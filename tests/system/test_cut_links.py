@@ -19,9 +19,10 @@ from proton import Delivery
 from tests.system.clients import connect, pump, send_async, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
-from tests.system.harness import Hop, wait_for
+from tests.system.harness import Hop
 from tests.system.network import UPLINK, interior_conf, latest_routes, start_network
 from tests.system.proxy import CuttableProxy
+from tests.waiting import wait_for
 
 IDLE_S = 4
 #: Listeners and connectors of the link under test time out after IDLE_S
@@ -57,10 +58,8 @@ def _pair(start_router: StartRouter, role: str) -> tuple[Hop, Hop, CuttableProxy
 def _flowing_again(flow: AtLeastOnce, since: float, timeout: float = 60.0) -> float:
     """Seconds from ``since`` until the flow has more messages accepted."""
     before = len(flow.accepted)
-    deadline = time.monotonic() + timeout
-    while len(flow.accepted) <= before:
-        assert time.monotonic() < deadline, f"no traffic after the heal: {flow.describe()}"
-        time.sleep(0.02)
+    wait_for(lambda: len(flow.accepted) > before, timeout,
+             f"traffic after the heal: {flow.describe()}")
     return time.monotonic() - since
 
 

@@ -15,13 +15,7 @@ from proton import Delivery, Message
 import router
 from tests.system.clients import connect, wait_credit, wait_settled
 from tests.system.harness import Hop, hopd_command, router_conf, start
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.waiting import free_port
 
 
 def _run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -57,7 +51,7 @@ BAD_CONFS = [
 @pytest.mark.parametrize(("what", "text", "expected"), BAD_CONFS, ids=[b[0] for b in BAD_CONFS])
 def test_bad_conf_exits_2_with_position_and_opens_no_port(tmp_path: Path, what: str, text: str,
                                                          expected: str) -> None:
-    port = _free_port()
+    port = free_port()
     listener = f"listener {{\n    host: 127.0.0.1\n    port: {port}\n}}\n"
     conf_path = tmp_path / "bad.conf"
     conf_path.write_text(text + listener)

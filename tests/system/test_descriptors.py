@@ -14,7 +14,8 @@ from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
 from tests.system.clients import connect, send_async, wait_all, wait_settled
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, wait_for
+from tests.system.harness import Hop
+from tests.waiting import wait_for
 
 LIMIT = 64
 FLOOD = 150

@@ -18,9 +18,10 @@ from proton.reactor import Container
 from router.client_discovery import Discovered, DiscoveryError, discover
 from tests.system.clients import connect, deliver_across, pump, send_async
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, wait_for
+from tests.system.harness import Hop
 from tests.system.mgmt import Management
 from tests.system.rabbitmq import free_port
+from tests.waiting import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

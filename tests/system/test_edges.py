@@ -18,7 +18,7 @@ from proton.utils import BlockingConnection
 
 from tests.system.clients import connect, deliver_across, pump, send_async, wait_all
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, wait_for
+from tests.system.harness import Hop
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
 from tests.system.test_network import (
@@ -31,6 +31,7 @@ from tests.system.test_network import (
     take,
 )
 from tests.system.test_tools import hopmanage, hopstat
+from tests.waiting import wait_for
 
 TWO_EDGES = {"E1": ["I"], "E2": ["I"]}
 

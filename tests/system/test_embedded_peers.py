@@ -15,9 +15,9 @@ from proton import Delivery
 import router as hop
 from router.embedded import PeerError
 from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
-from tests.system.harness import wait_for
 from tests.system.mgmt import Management
 from tests.system.rabbitmq import free_port
+from tests.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "peers" / "upper.py"
 

@@ -21,6 +21,7 @@ from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
 from tests.system.mgmt import PREFIX, Management
 from tests.system.rabbitmq import RabbitMQ, free_port
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -28,14 +29,6 @@ def mgmt(hop: Hop) -> Iterator[Management]:
     client = Management(hop.url)
     yield client
     client.close()
-
-
-def _wait(predicate: object, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _refused(port: int) -> bool:
@@ -127,7 +120,7 @@ def test_a_created_connector_connects_and_a_deleted_one_closes(
             return [c for c in peer.query("connection", "container", "dir")
                     if c["container"] == "HopTest"]
 
-        _wait(lambda: from_hop() == [{"container": "HopTest", "dir": "in"}],
+        wait_for(lambda: from_hop() == [{"container": "HopTest", "dir": "in"}], 15.0,
               "the created connector to connect")
         [connector] = mgmt.query("connector", "name", "connectionStatus")
         assert connector == {"name": "to-other", "connectionStatus": "SUCCESS"}
@@ -135,7 +128,7 @@ def test_a_created_connector_connects_and_a_deleted_one_closes(
         status, _, _ = mgmt.request(operation="DELETE", type=PREFIX + "connector",
                                     name="to-other")
         assert status == 204
-        _wait(lambda: from_hop() == [], "the deleted connector's connection to close")
+        wait_for(lambda: from_hop() == [], 15.0, "the deleted connector's connection to close")
         time.sleep(2.5)  # past the reconnect delay of a dropped connection
         assert from_hop() == [], "a deleted connector does not reconnect"
         assert mgmt.query("connector", "name") == []
@@ -161,8 +154,8 @@ def test_a_connection_is_closed_by_updating_its_admin_status(hop: Hop,
     with pytest.raises(ConnectionClosed) as closed:
         victim.wait(lambda: False, timeout=10)
     assert "amqp:connection:forced" in str(closed.value)
-    _wait(lambda: all(c["container"] != victim.conn.container
-                      for c in mgmt.query("connection", "container")),
+    wait_for(lambda: all(c["container"] != victim.conn.container
+                      for c in mgmt.query("connection", "container")), 15.0,
           "the connection to go")
     status, description, _ = mgmt.request({"adminStatus": "paused"}, operation="UPDATE",
                                           type=PREFIX + "connection", identity="1")
@@ -194,8 +187,8 @@ def test_link_routes_and_auto_links_are_created_and_deleted_at_run_time(
     mgmt = Management(hop.url)
     client = connect(hop.url)
     try:
-        _wait(lambda: mgmt.query("connector", "connectionStatus")
-              == [{"connectionStatus": "SUCCESS"}], "the broker connection")
+        wait_for(lambda: mgmt.query("connector", "connectionStatus")
+              == [{"connectionStatus": "SUCCESS"}], 15.0, "the broker connection")
         for direction in ("in", "out"):
             status, _, row = mgmt.request(
                 {"prefix": "rtlr", "direction": direction, "connection": "broker"},
@@ -229,8 +222,8 @@ def test_link_routes_and_auto_links_are_created_and_deleted_at_run_time(
                                     name="rtal-out")
         assert status == 204
         hop.wait_log(r"Auto link deleted")
-        _wait(lambda: all(link["owningAddr"] != "M0rtal" or link["linkDir"] == "in"
-                          for link in mgmt.query("router.link", "owningAddr", "linkDir")),
+        wait_for(lambda: all(link["owningAddr"] != "M0rtal" or link["linkDir"] == "in"
+                          for link in mgmt.query("router.link", "owningAddr", "linkDir")), 15.0,
               "the auto-link's link to go")
         assert mgmt.query("router.config.autoLink", "name") == []
     finally:
@@ -258,13 +251,13 @@ def test_the_protocol_trace_follows_the_module_and_each_connections_switch(
     assert (status, updated["enableProtocolTrace"]) == (200, True)
     traced.create_receiver("alone")
     quiet.create_receiver("still-untraced")
-    _wait(lambda: len(_frames(hop, "alone")) == 2, "the traced connection's attaches")
+    wait_for(lambda: len(_frames(hop, "alone")) == 2, 15.0, "the traced connection's attaches")
     assert _frames(hop, "untraced") == [] and _frames(hop, "still-untraced") == []
 
     assert mgmt.request({"enable": "trace+"}, operation="UPDATE", type=PREFIX + "log",
                         name="log/PROTOCOL")[0] == 200
     quiet.create_receiver("everyone")
-    _wait(lambda: len(_frames(hop, "everyone")) == 2, "every connection's frames")
+    wait_for(lambda: len(_frames(hop, "everyone")) == 2, 15.0, "every connection's frames")
     assert mgmt.request({"enable": "info+"}, operation="UPDATE", type=PREFIX + "log",
                         name="log/PROTOCOL")[0] == 200
     quiet.create_receiver("off-again")
@@ -300,6 +293,6 @@ def test_a_connection_closed_while_its_peer_reads_nothing_lets_go_of_its_socket(
             status, _, _ = mgmt.request({"adminStatus": "deleted"}, operation="UPDATE",
                                         type=PREFIX + "connection", identity=row["identity"])
             assert status == 200
-            _wait(lambda: descriptors() < held, "the router to let go of the socket")
+            wait_for(lambda: descriptors() < held, 15.0, "the router to let go of the socket")
         finally:
             producer.close()

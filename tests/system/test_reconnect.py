@@ -11,9 +11,10 @@ from typing import Any
 from proton.utils import BlockingConnection
 
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, router_conf, wait_for
+from tests.system.harness import Hop, router_conf
 from tests.system.mgmt import Management
 from tests.system.rabbitmq import free_port
+from tests.waiting import wait_for
 
 
 def listener(port: int, extra: str = "") -> str:

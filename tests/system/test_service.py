@@ -20,8 +20,9 @@ from proton.utils import ConnectionClosed
 
 from router.cli import hopd
 from tests.system.clients import connect, send_async, wait_all
-from tests.system.harness import LISTENING, hopd_command, wait_for
+from tests.system.harness import LISTENING, hopd_command
 from tests.system.rabbitmq import free_port
+from tests.waiting import wait_for
 
 
 def conf_text(port: int, extra: str = "", listener: str = "") -> str:

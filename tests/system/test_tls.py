@@ -18,10 +18,11 @@ from tests.system.brokered import LOG_INFO, broker_connector, wait_autolinks, wa
 from tests.system.certs import KEY_PASSWORD, Pki, make_pki
 from tests.system.clients import deliver_across, send_async, wait_settled
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, hopd_command, router_conf, wait_for
+from tests.system.harness import Hop, hopd_command, router_conf
 from tests.system.mgmt import PREFIX, Management
 from tests.system.network import interior_conf
 from tests.system.rabbitmq import free_port, running
+from tests.waiting import wait_for
 
 
 @pytest.fixture(scope="module")

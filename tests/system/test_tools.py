@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import socket
 import subprocess
 import sys
 from typing import Any
@@ -18,6 +17,7 @@ from tests.system.clients import connect, send_async, wait_settled
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
 from tests.system.network import start_network
+from tests.waiting import free_port
 
 PREFIX = "org.apache.qpid.dispatch."
 TOOL_TIMEOUT_S = 30.0
@@ -93,13 +93,6 @@ def dated(output: str, router_id: str) -> None:
     lines = output.splitlines()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ UTC", lines[0]), lines[0]
     assert lines[1:3] == [router_id, ""]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # -- hopstat -----------------------------------------------------------------------

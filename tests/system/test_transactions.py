@@ -19,8 +19,9 @@ from proton.reactor import Container
 
 from tests.system.brokered import LOG_INFO
 from tests.system.conftest import StartRouter
-from tests.system.harness import STANDARD_LISTENER, Hop, router_conf, wait_for
+from tests.system.harness import STANDARD_LISTENER, Hop, router_conf
 from tests.system.peers import TransactionalPeer
+from tests.waiting import wait_for
 
 CONTAINER_LISTENER = """\
 listener {

@@ -23,11 +23,12 @@ from tests.system.clients import (
 )
 from tests.system.conftest import StartRouter
 from tests.system.flows import AtLeastOnce
-from tests.system.harness import router_conf, wait_for
+from tests.system.harness import router_conf
 from tests.system.mgmt import Management
 from tests.system.network import start_network
 from tests.system.peers import SinkPeer, StingyPeer
 from tests.system.rabbitmq import RabbitMQ, free_port
+from tests.waiting import wait_for
 
 
 def test_messages_wait_on_the_broker_until_a_consumer_comes(

@@ -13,9 +13,10 @@ from wsproto import WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
 from tests.system.clients import connect, pump, receive_all, wait_settled
-from tests.system.harness import Hop, router_conf, wait_for
+from tests.system.harness import Hop, router_conf
 from tests.system.mgmt import Management
 from tests.system.wsclient import WsClient, round_trip
+from tests.waiting import wait_for
 
 StartRouter = Callable[..., Hop]
 

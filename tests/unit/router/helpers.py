@@ -53,6 +53,6 @@ def converge(router: Router) -> tuple[RouterLink, RouterLink]:
     to_b = neighbour(router, 1, 1)
     to_d = neighbour(router, 2, 5)
     assert router.network is not None
-    router.network._apply([RoutesChanged(routes=compute_routes(LINK_STATES, "A"),
+    router.network.apply_protocol([RoutesChanged(routes=compute_routes(LINK_STATES, "A"),
                                          neighbors={"B": 1, "D": 2})], 0.0)
     return to_b, to_d

@@ -141,24 +141,27 @@ def test_resumable_termini_follow_allow_resumable_link_route() -> None:
 def test_active_routes_are_advertised_and_withdrawn_across_the_network() -> None:
     router = interior(link_routes=routes())
     converge(router)
-    assert router.network is not None
-    advertised = router.network.protocol._mobile.local
-    assert advertised == {}, "inactive link routes are not advertised"
+    network = router.network
+    assert network is not None
+    assert network.protocol.local_addresses == {}, "inactive link routes are not advertised"
     first, second = broker(1), broker(2)
     router.connection_opened(first)
     router.connection_opened(second)
-    assert advertised == {"Cb": 4, "Db": 4}, "keys with the linkBalanced hint"
+    assert network.protocol.local_addresses == {"Cb": 4, "Db": 4}, \
+        "keys with the linkBalanced hint"
     router.connection_closed(first, 3.0)
-    assert advertised == {"Cb": 4, "Db": 4}, "still served by the second connection"
+    assert network.protocol.local_addresses == {"Cb": 4, "Db": 4}, \
+        "still served by the second connection"
     router.connection_closed(second, 4.0)
-    assert advertised == {}
+    assert network.protocol.local_addresses == {}
 
 
 def test_routes_learnt_from_another_router_send_attaches_toward_it() -> None:
     router = interior()
     to_b, _ = converge(router)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="C", added=(("Cfar", 4),))], 0.0)
+    router.network.apply_protocol(
+        [MobileAddressesChanged(router_id="C", added=(("Cfar", 4),))], 0.0)
     near, effects = router.link_routed_attach(client(), name="L@app", address="far.q",
                                               receiving=True)
     assert isinstance(near, RoutedEnd)
@@ -166,7 +169,8 @@ def test_routes_learnt_from_another_router_send_attaches_toward_it() -> None:
     assert isinstance(forward, ForwardAttach)
     assert forward.far.conn is to_b.conn, "toward C through its next hop B"
     assert forward.address == "far.q", "only the router owning the container rewrites"
-    router.network._apply([MobileAddressesChanged(router_id="C", removed=("Cfar",))], 0.0)
+    router.network.apply_protocol(
+        [MobileAddressesChanged(router_id="C", removed=("Cfar",))], 0.0)
     assert router.link_routed_attach(client(), name="L", address="far.q",
                                      receiving=True) == (None, []), "forgotten"
 

@@ -39,14 +39,14 @@ def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> Non
     sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")[0]
     assert isinstance(sender, IncomingAccepted) and sender.link.blocked
     assert router.network is not None
-    effects = router.network._apply(
+    effects = router.network.apply_protocol(
         [MobileAddressesChanged(router_id="C", added=(("M0q", 3),))], 0.0)
     assert effects == [UnblockSender(link=sender.link)]
     record = router.records["M0q"]
     assert [t.router_id for t in record.remotes] == ["C"]
     assert record.remotes[0].link.peer == "B", "C is reached through B (cost 2 < 10)"
     assert record.remotes[0].cost == 2
-    effects = router.network._apply(
+    effects = router.network.apply_protocol(
         [MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
     assert effects == [BlockSender(link=sender.link)]
     assert router.records["M0q"].remotes == []
@@ -56,7 +56,7 @@ def test_closest_keeps_only_the_cheapest_remote_routers() -> None:
     router = interior(AddressSpec(prefix="near", distribution=Distribution.CLOSEST))
     converge(router)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0near.x", 2),)),
+    router.network.apply_protocol([MobileAddressesChanged(router_id="C", added=(("M0near.x", 2),)),
                            MobileAddressesChanged(router_id="B", added=(("M0near.x", 2),)),
                            MobileAddressesChanged(router_id="D", added=(("M0near.x", 2),))],
                           0.0)
@@ -72,7 +72,7 @@ def test_routers_behind_one_next_hop_share_its_count_of_unsettled_deliveries() -
     router = interior()
     converge(router)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="B", added=(("M0q", 3),)),
+    router.network.apply_protocol([MobileAddressesChanged(router_id="B", added=(("M0q", 3),)),
                            MobileAddressesChanged(router_id="C", added=(("M0q", 3),)),
                            MobileAddressesChanged(router_id="D", added=(("M0q", 3),))], 0.0)
     b, c, d = router.records["M0q"].remotes
@@ -80,7 +80,7 @@ def test_routers_behind_one_next_hop_share_its_count_of_unsettled_deliveries() -
     assert b.hop is c.hop and d.hop is not b.hop
     c.hop.outstanding += 2
     assert (b.load, c.load, d.load) == (2 + 1, 2 + 2, 0 + 5)
-    router.network._apply([MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
+    router.network.apply_protocol([MobileAddressesChanged(router_id="C", removed=("M0q",))], 0.0)
     [b_again, _] = router.records["M0q"].remotes
     assert b_again.hop.outstanding == 2, "the count stays with the next hop"
 
@@ -89,7 +89,8 @@ def test_treatment_of_a_learnt_address_comes_from_the_hint_without_local_config(
     router = interior()
     converge(router)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0news", 1),))], 0.0)
+    router.network.apply_protocol(
+        [MobileAddressesChanged(router_id="C", added=(("M0news", 1),))], 0.0)
     assert router.records["M0news"].distribution is Distribution.MULTICAST
 
 
@@ -97,9 +98,9 @@ def test_route_change_moves_remote_destinations_to_the_new_next_hop() -> None:
     router = interior()
     converge(router)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="C", added=(("M0q", 3),))], 0.0)
+    router.network.apply_protocol([MobileAddressesChanged(router_id="C", added=(("M0q", 3),))], 0.0)
     without_b = {"A": {"D": 5}, "C": {"D": 5}, "D": {"A": 5, "C": 5}}
-    router.network._apply([RoutesChanged(routes=compute_routes(without_b, "A"),
+    router.network.apply_protocol([RoutesChanged(routes=compute_routes(without_b, "A"),
                                          neighbors={"D": 2})], 0.0)
     target = router.records["M0q"].remotes[0]
     assert (target.link.peer, target.cost) == ("D", 10)
@@ -157,9 +158,9 @@ def test_losing_the_only_path_blocks_senders() -> None:
     sender = router.incoming_link_attached(Connection(ConnectionId(9)), name="s", address="q")[0]
     assert isinstance(sender, IncomingAccepted)
     assert router.network is not None
-    router.network._apply([MobileAddressesChanged(router_id="B", added=(("M0q", 3),))], 0.0)
+    router.network.apply_protocol([MobileAddressesChanged(router_id="B", added=(("M0q", 3),))], 0.0)
     assert not sender.link.blocked
-    effects = router.network._apply([RoutesChanged(routes=compute_routes({"A": {}}, "A"),
+    effects = router.network.apply_protocol([RoutesChanged(routes=compute_routes({"A": {}}, "A"),
                                                    neighbors={})], 0.0)
     assert effects == [BlockSender(link=sender.link)]
 
