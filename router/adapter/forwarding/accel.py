@@ -7,7 +7,7 @@ Python between them: finding the next event worth dispatching and what the
 dispatcher will ask about it, reading a complete message off its link,
 putting a copy on a link, relaying a link-routed transfer or outcome.
 Without a compiled build the same functions are the Python below; both
-behave alike (tests/unit/router/test_accel.py).
+behave alike (tests/unit/adapter/test_accel.py).
 
 ``next_event`` fills two arrays the caller made with ``event_arrays``:
 

@@ -1,0 +1,181 @@
+"""Two AMQP connections joined in memory, for unit tests of the adapter's
+per-message parts: the router's side, whose deliveries the parts get as the
+raw pointers the adapter works on, and a peer's, seen through the binding.
+
+No socket and no loop: ``pump`` moves the bytes each transport has to write
+to the other until neither has any.  The core's records of the router's
+links are made here too, so a part can be given what the adapter would
+give it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from proton import Connection, Delivery, Link, Message, Transport
+
+from router.core import (
+    AddressRecord,
+    ConnectionId,
+    IncomingAccepted,
+    InLink,
+    LinkId,
+    OutgoingAccepted,
+    OutLink,
+    Router,
+)
+from router.core import Connection as CoreConnection
+
+_ids = itertools.count(1)
+
+
+class Wire:
+    """The router's connection and a peer's, joined in memory."""
+
+    def __init__(self) -> None:
+        self.router = Connection()
+        self.router_transport = Transport(Transport.SERVER)
+        self.router_transport.bind(self.router)
+        self.peer = Connection()
+        self.peer_transport = Transport()
+        self.peer_transport.bind(self.peer)
+        self.peer.open()
+        self.router.open()
+        self.router_session = self.router.session()
+        self.router_session.open()
+        self.pump()
+        self.peer_session = self.peer.session_head(0)
+        assert self.peer_session is not None
+        self.peer_session.open()
+        #: The core's record of the router's side (its handle stands for the
+        #: adapter's connection: what the parts mark as having output).
+        self.core = CoreConnection(ConnectionId(next(_ids)), strip_in=False, strip_out=False)
+        self.core.handle = self
+        #: As the adapter's connection says: not closing.
+        self.closed = False
+
+    def pump(self) -> None:
+        """Move bytes both ways until neither side has more to write."""
+        for _ in range(50):
+            moved = False
+            for out, into in ((self.peer_transport, self.router_transport),
+                              (self.router_transport, self.peer_transport)):
+                pending = out.pending()
+                if pending > 0:
+                    into.push(out.peek(pending))
+                    out.pop(pending)
+                    moved = True
+            if not moved:
+                return
+        raise AssertionError("the two sides kept talking")
+
+    # -- a producer: the peer sends, the router receives ------------------------------
+
+    def producer(self, address: str = "q", record: AddressRecord | None = None,
+                 credit: int = 10, core: Router | None = None) -> tuple[Link, InLink]:
+        """A peer's sender and the router's record of it (an ``InLink``
+        whose handle is the router's receiver), with ``credit``; with a
+        ``core``, the record is the one its attach decision binds."""
+        name = f"p{next(_ids)}"
+        sender = self.peer_session.sender(name)
+        sender.target.address = address
+        sender.open()
+        self.pump()
+        receiver = self.router.link_head(0)
+        while receiver is not None and receiver.name != name:
+            receiver = receiver.next(0)
+        assert receiver is not None
+        receiver.source.copy(receiver.remote_source)
+        receiver.target.copy(receiver.remote_target)
+        receiver.open()
+        receiver.flow(credit)
+        self.pump()
+        if core is not None:
+            accepted, _ = core.incoming_link_attached(self.core, name=name, address=address,
+                                                      handle=receiver._impl)
+            assert isinstance(accepted, IncomingAccepted), accepted
+            return sender, accepted.link
+        il = InLink(LinkId(next(_ids)), self.core, name=name, address=address, record=record,
+                    handle=receiver._impl)
+        return sender, il
+
+    def send(self, sender: Link, body: str, settled: bool = False) -> tuple[Delivery, Any]:
+        """The peer sends ``body``: its delivery, and the router's (a raw
+        ``pn_delivery_t``) once it arrived."""
+        delivery = sender.delivery(f"t{next(_ids)}".encode())
+        sender.send(Message(body=body).encode())
+        sender.advance()
+        if settled:
+            delivery.settle()
+        self.pump()
+        receiver = self.router.link_head(0)
+        while receiver is not None and receiver.name != sender.name:
+            receiver = receiver.next(0)
+        assert receiver is not None and receiver.current is not None
+        incoming = receiver.current
+        receiver.recv(incoming.pending)
+        receiver.advance()
+        return delivery, incoming._impl
+
+    # -- a consumer: the router sends, the peer receives ------------------------------
+
+    def consumer(self, address: str = "q", record: AddressRecord | None = None,
+                 credit: int = 10, core: Router | None = None) -> tuple[Link, OutLink]:
+        """A peer's receiver with ``credit`` and the router's record of it
+        (an ``OutLink`` whose handle is the router's sender); with a
+        ``core``, the record is the one its attach decision binds."""
+        name = f"c{next(_ids)}"
+        receiver = self.peer_session.receiver(name)
+        receiver.source.address = address
+        receiver.open()
+        self.pump()
+        sender = self.router.link_head(0)
+        while sender is not None and sender.name != name:
+            sender = sender.next(0)
+        assert sender is not None
+        sender.source.copy(sender.remote_source)
+        sender.target.copy(sender.remote_target)
+        sender.open()
+        receiver.flow(credit)
+        self.pump()
+        if core is not None:
+            accepted, _ = core.outgoing_link_attached(self.core, name=name, address=address,
+                                                      handle=sender._impl)
+            assert isinstance(accepted, OutgoingAccepted), accepted
+            ol = accepted.link
+        else:
+            ol = OutLink(LinkId(next(_ids)), self.core, name=name, address=address,
+                         record=record, handle=sender._impl)
+        ol.credit = sender.credit
+        return receiver, ol
+
+    def received(self, receiver: Link) -> tuple[Delivery, object]:
+        """The delivery the peer's ``receiver`` has now, and its message's body."""
+        self.pump()
+        delivery = receiver.current
+        assert delivery is not None, "nothing arrived"
+        data = receiver.recv(delivery.pending)
+        receiver.advance()
+        return delivery, body(data)
+
+
+def record(address: str = "q", redelivery_limit: int = 0) -> AddressRecord:
+    """A mobile address's record, balanced."""
+    from addressing import Distribution
+
+    return AddressRecord("M0" + address, address, Distribution.BALANCED, None,
+                         redelivery_limit)
+
+
+def body(data: bytes) -> object:
+    message = Message()
+    message.decode(data)
+    return message.body
+
+
+def encoded(text: str) -> bytes:
+    return bytes(Message(body=text).encode())
+
+
+__all__ = ["Wire", "body", "encoded", "record"]
