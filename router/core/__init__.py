@@ -8,6 +8,7 @@ that reads and rewrites router annotations on encoded messages.
 # Connection roles are declared once, in addressing, so that conf types the
 # role attribute with the same enum; the core's users find it here too.
 from addressing import Role
+from router.core.addresses import FALLBACK_PHASE
 from router.core.effects import (
     AnswerAttach,
     AttachAutoLink,
@@ -65,7 +66,6 @@ from router.core.records import (
     tally,
 )
 from router.core.router import (
-    FALLBACK_PHASE,
     UNAVAILABLE,
     Router,
     Unavailable,

@@ -83,6 +83,15 @@ class LinkRouting:
         #: The link routes each connection made over itself (``connection.linkRoute``).
         self.scoped: dict[Connection, list[LinkRoute[Connection]]] = {}
 
+    def reach(self, address: str, direction: Direction) -> tuple[bool, bool]:
+        """Whether ``address`` is link-routed in ``direction`` here, and whether
+        that route has somewhere to go (an edge's lookup)."""
+        entry = self.table.match(address, direction)
+        if entry is None:
+            return False, False
+        record = self._records.get(entry.key)
+        return True, bool(entry.rotation) or bool(record is not None and record.remotes)
+
     # -- route-container connections and the network ------------------------------
 
     def connection_opened(self, conn: Connection, now: float) -> list[Effect]:

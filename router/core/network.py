@@ -21,13 +21,18 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+from addressing import Distribution
 from router.core.destinations import senders_changed
 from router.core.effects import Effect, SendFrame
+from router.core.ids import LinkId
 from router.core.message import AnnotationEncoder, decode_annotations, scan
 from router.core.records import (
+    PRIORITIES,
     AddressRecord,
     Connection,
     HopLoad,
+    InLink,
+    OutLink,
     RemoteTarget,
     RouterLink,
     UplinkTarget,
@@ -55,6 +60,14 @@ from router.core.routing import Effect as ProtocolEffect
 log = logging.getLogger(__name__)
 
 _TOPO_PREFIX: Final = "amqp:/_topo/0/"
+#: Treatment numbers used as hints in MAUs (docs/routing.md#treatment).
+HINTS: Final = {
+    Distribution.MULTICAST: 1,
+    Distribution.CLOSEST: 2,
+    Distribution.BALANCED: 3,
+    Distribution.UNAVAILABLE: 5,
+}
+FROM_HINT: Final = {1: Distribution.MULTICAST, 2: Distribution.CLOSEST, 3: Distribution.BALANCED}
 
 
 def _router_of(ingress: str | None) -> str | None:
@@ -81,6 +94,7 @@ class Network:
                  records: dict[str, AddressRecord],
                  record_for: Callable[[str, int], AddressRecord | None],
                  release_record: Callable[[AddressRecord], None],
+                 link_id: Callable[[], LinkId],
                  timers: ProtocolTimers | None = None) -> None:
         self.router_id = router_id
         t = timers if timers is not None else ProtocolTimers()
@@ -91,6 +105,7 @@ class Network:
         self.records = records
         self._record_for = record_for
         self._release_record = release_record
+        self._link_id = link_id
         self.links: dict[int, RouterLink] = {}
         self.by_peer: dict[str, RouterLink] = {}
         self.routes: Routes = compute_routes({router_id: {}}, router_id)
@@ -100,13 +115,60 @@ class Network:
 
     # -- inter-router connections ------------------------------------------------
 
-    def add_link(self, conn: Connection, cost: int) -> RouterLink:
-        link = RouterLink(conn.conn_id, conn, cost)
-        self.links[link.link_id] = link
-        return link
-
     def link_of(self, conn: Connection) -> RouterLink | None:
         return self.links.get(conn.conn_id)
+
+    def router_link(self, conn: Connection, cost: int) -> RouterLink:
+        """The network's view of an inter-router connection (created on first use)."""
+        link = self.link_of(conn)
+        if link is None:
+            link = self.links[conn.conn_id] = RouterLink(conn.conn_id, conn, cost)
+        return link
+
+    def control_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
+                              handle: object, cost: int, now: float
+                              ) -> tuple[InLink | OutLink, list[Effect]]:
+        """A router-control link (capability ``qd.router``) attached."""
+        rlink = self.router_link(conn, cost)
+        if outgoing:
+            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
+                          presettle=True, handle=handle)
+            out.prepared = True
+            rlink.control = out
+            conn.out_links[out.link_id] = out
+            return out, self.control_attached(rlink, now)
+        link = InLink(self._link_id(), conn, name=name, address=None, record=None,
+                      handle=handle)
+        link.router_link = rlink
+        link.control = True
+        link.transit = True
+        conn.in_links[link.link_id] = link
+        return link, []
+
+    def data_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
+                           handle: object, cost: int) -> InLink | OutLink:
+        """An inter-router data link (capability ``qd.router-data``) attached;
+        its priority is its attach order in its direction
+        (docs/networks.md#inter-router-connections)."""
+        rlink = self.router_link(conn, cost)
+        if outgoing:
+            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
+                          handle=handle)
+            out.prepared = True
+            for priority in range(PRIORITIES):
+                if rlink.data[priority] is None:
+                    rlink.data[priority] = out
+                    out.priority = priority
+                    break
+            conn.out_links[out.link_id] = out
+            return out
+        link = InLink(self._link_id(), conn, name=name, address=None, record=None, handle=handle)
+        link.router_link = rlink
+        link.transit = True
+        link.priority = min(rlink.data_in, PRIORITIES - 1)
+        rlink.data_in += 1
+        conn.in_links[link.link_id] = link
+        return link
 
     def control_attached(self, link: RouterLink, now: float) -> list[Effect]:
         """The router-outgoing control link is up: the neighbour can be greeted."""
@@ -356,4 +418,4 @@ class Network:
             target.router_id, origin)
 
 
-__all__ = ["Network"]
+__all__ = ["FROM_HINT", "HINTS", "Network"]

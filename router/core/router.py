@@ -1,11 +1,16 @@
 """The ``Router`` façade: binding links to address records and deciding credit.
 
-Owns the address records of one router, the treatment of each address, the
-attach decisions of docs/routing.md#attaching-links and the credit transitions
-of docs/routing.md#credit.  It is
-pure: no clock, no sockets, no proton.  Per-message forwarding does not go
-through here (see ``router.core.forwarder``); this object only changes the
-structures the forwarder reads, and only on attach and detach.
+Owns the attach and detach decisions of docs/routing.md#attaching-links, the
+credit transitions of docs/routing.md#credit and the life of a connection,
+and composes the parts that do the rest, each built with what it needs:
+the address records and their treatment (``router.core.addresses``), the
+routing protocol and the other routers (``router.core.network``, which also
+binds inter-router links), an edge's uplink or an interior's edges
+(``router.core.edges``), link routes (``router.core.linkrouting``) and
+auto-links (``router.core.autolinks``).  It is pure: no clock, no sockets,
+no proton.  Per-message forwarding does not go through here (the adapter's
+``router.adapter.forwarding``); this object only changes the structures the
+forwarder reads, and only on attach and detach.
 """
 
 from __future__ import annotations
@@ -14,26 +19,21 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 
 from addressing import (
-    MAX_PHASE,
-    AddressClass,
-    AddressSpec,
     AddressTable,
     Direction,
     Distribution,
     Role,
-    RoutingKey,
     classify,
 )
 from autolink import AutoLinkSpec
-from linkroute import Detach, LinkRouteSpec, RouteEntry
+from linkroute import Detach, LinkRouteSpec
+from router.core.addresses import Addresses
 from router.core.autolinks import AutoLinking
 from router.core.destinations import demand_changed, senders_changed
 from router.core.edges import (
-    EDGE_DOWNLINK,
     EDGE_KEY,
     HEARTBEAT_ADDRESS,
     LOOKUP_ADDRESS,
-    TRACKING_ADDRESS,
     EdgeHosts,
     Uplink,
 )
@@ -46,16 +46,13 @@ from router.core.effects import (
 )
 from router.core.ids import LinkId
 from router.core.linkrouting import LinkRouting
-from router.core.network import Network
+from router.core.network import FROM_HINT, HINTS, Network
 from router.core.records import (
-    PRIORITIES,
     AddressRecord,
     Connection,
     InLink,
     OutLink,
     RoutedEnd,
-    RouterLink,
-    UplinkTarget,
 )
 from router.core.routing import ProtocolTimers
 
@@ -67,11 +64,6 @@ FALLBACK_CAPABILITY = "qd.fallback"
 # First letters of link-route keys (docs/brokers.md#link-route-keys): prefix in/out,
 # pattern in/out.
 LINK_ROUTE_CLASSES = "CDEF"
-# x-opt-qd.phase of a message for a fallback destination: 'F' - '0'
-# (docs/routing.md#fallback).
-FALLBACK_PHASE = 22
-_KEY_CACHE_MAX = 4096
-_ROUTABLE = (AddressClass.MOBILE, AddressClass.LOCAL, AddressClass.ROUTER, AddressClass.EDGE)
 # Keys other routers learn of this router's destinations: mobile addresses
 # and the edge routers attached here (docs/networks.md#mobile-addresses).
 _ADVERTISED = "MH"
@@ -109,14 +101,6 @@ class Unavailable:
 
 UNAVAILABLE = Unavailable()
 
-# Treatment numbers used as hints in MAUs (docs/routing.md#treatment).
-HINTS = {
-    Distribution.MULTICAST: 1,
-    Distribution.CLOSEST: 2,
-    Distribution.BALANCED: 3,
-    Distribution.UNAVAILABLE: 5,
-}
-_FROM_HINT = {1: Distribution.MULTICAST, 2: Distribution.CLOSEST, 3: Distribution.BALANCED}
 
 
 def _edge_senders(record: AddressRecord) -> bool:
@@ -145,7 +129,7 @@ def _drawn(next_id: Callable[[], LinkId]) -> Iterator[int]:
         yield int(next_id())
 
 class Router:
-    """Address records and link binding for one router.
+    """Link binding and the parts of one router's core.
 
     Args:
         router_id: this router's id (container id, ``_topo`` addresses).
@@ -184,41 +168,45 @@ class Router:
         redelivery_limit: int = 0,
     ) -> None:
         self.router_id = router_id
-        self.addresses = addresses
-        self.default_distribution = default_distribution
         self.redelivery_limit = redelivery_limit
         self._token = token
-        self.records: dict[str, AddressRecord] = {}
         self._next_link_id = 0
-        self._key_cache: dict[str, str | None] = {}
+        self.edge_mode = edge
+        #: The address records and their treatment; ``records`` is theirs.
+        self.addresses = Addresses(router_id=router_id, table=addresses,
+                                   default_distribution=default_distribution,
+                                   redelivery_limit=redelivery_limit, edge_mode=edge)
+        self.records = self.addresses.records
         self.network: Network | None = None
         if interior:
             self.network = Network(router_id=router_id, instance=instance, records=self.records,
-                                   record_for=self._remote_record, release_record=self._release,
-                                   timers=timers)
-        self.edge_mode = edge
+                                   record_for=self.remote_record,
+                                   release_record=self.release_record,
+                                   link_id=self._link_id, timers=timers)
         #: An edge router's uplink; an interior router's edges.
         self.uplink: Uplink | None = None
         self.edges: EdgeHosts | None = None
         if edge:
             self.uplink = Uplink(router_id=router_id, records=self.records,
                                  link_id=self._link_id, token=token,
-                                 edge_record=self._edge_record, phases=self._phases)
-        elif interior:
-            self.edges = EdgeHosts(link_id=self._link_id, downlink_record=self._downlink_record,
-                                   link_route=self._link_route_reach)
+                                 edge_record=self.addresses.edge_record,
+                                 phases=self.addresses.phases)
         #: Identities of configuration entities (auto-links, link routes,
         #: addresses): drawn from the links' sequence, as qdrouterd's routing
         #: core numbers its links and configuration entities from one counter.
         self.config_ids: Iterator[int] = _drawn(self._link_id)
         self.auto_links = AutoLinking(auto_links, link_id=self._link_id, ids=self.config_ids,
-                                      bind=self._bind_auto_link,
-                                      add_consumer=self._add_consumer,
-                                      add_sender=self._sender_added)
+                                      bind=self.addresses.bind_auto_link,
+                                      add_consumer=self.consumer_added,
+                                      add_sender=self.sender_added)
         self.link_routing = LinkRouting(link_routes, link_id=self._link_id, records=self.records,
                                         network=self.network, ids=self.config_ids,
                                         allow_resumable=allow_resumable_link_route,
-                                        offer=self._offer_route if edge else None)
+                                        offer=self.uplink.offer_entry if self.uplink else None)
+        if interior and not edge:
+            self.edges = EdgeHosts(link_id=self._link_id,
+                                   downlink_record=self.addresses.downlink_record,
+                                   link_route=self.link_routing.reach, network=self.network)
 
     # -- address records ----------------------------------------------------
 
@@ -227,96 +215,13 @@ class Router:
         return LinkId(self._next_link_id)
 
     def in_tenant(self, conn: Connection, address: str) -> str:
-        """``address`` as the router keeps it for ``conn``: a mobile address of a
-        connection on a multi-tenant listener lives in its vhost's namespace,
-        ``<vhost>/<address>`` (docs/routing.md#multi-tenant-listeners)."""
-        tenant = conn.tenant
-        if tenant is None or not address:
-            return address
-        key = classify(address, router_id=self.router_id, edge_mode=self.edge_mode)
-        if key is None or key.cls is not AddressClass.MOBILE:
-            return address
-        return tenant + address
+        """``address`` in ``conn``'s namespace (``Addresses.in_tenant``)."""
+        return self.addresses.in_tenant(conn, address)
 
-    def _unavailable(self, key: RoutingKey | None) -> bool:
-        """An address whose treatment is unavailable is refused unless its
-        record exists already with another one, as the router's own
-        ``$management`` does (qdrouterd decides a treatment when it makes an
-        address's record, docs/routing.md#treatment)."""
-        record = None if key is None else self.records.get(key.key)
-        return record is None or record.distribution is Distribution.UNAVAILABLE
-
-    def _treatment(self, address: str) -> tuple[Distribution, AddressSpec | None]:
-        spec = self.addresses.lookup(address)
-        if spec is None:
-            return self.default_distribution, None
-        return spec.distribution, spec
-
-    def _record(self, key: str, address: str, distribution: Distribution,
-                spec: AddressSpec | None) -> AddressRecord:
-        """Find or create the record of ``key``.  An address with
-        ``enableFallback`` has its primary (``M0``) and fallback (``MF``,
-        balanced) records created and freed together (docs/routing.md#fallback)."""
-        record = self.records.get(key)
-        if record is not None:
-            return record
-        if spec is None or not spec.enable_fallback or key[:2] not in ("M0", "MF"):
-            return self._new_record(key, address, distribution, spec)
-        text = key[2:]
-        primary = self.records.get("M0" + text) \
-            or self._new_record("M0" + text, address, distribution, spec)
-        fallback = self.records.get("MF" + text) \
-            or self._new_record("MF" + text, address, Distribution.BALANCED, spec)
-        primary.fallback, fallback.primary = fallback, primary
-        return primary if key[1] == "0" else fallback
-
-    def _new_record(self, key: str, address: str, distribution: Distribution,
-                    spec: AddressSpec | None) -> AddressRecord:
-        priority = spec.priority if spec is not None else None
-        limit = spec.redelivery_limit if spec is not None else None
-        if limit is None:
-            # The router's default is for mobile addresses; the router's own
-            # (``_topo``, ``_edge``, dynamic) answer where they are.
-            limit = self.redelivery_limit if key[:1] == "M" else 0
-        if distribution is Distribution.MULTICAST:
-            limit = 0  # copies are never sent again
-        record = AddressRecord(key, address, distribution, priority, limit)
-        self.records[key] = record
-        log.debug("address record %s created", record)
-        return record
-
-    def _bind(self, key: RoutingKey, address: str, distribution: Distribution,
-              spec: AddressSpec | None) -> AddressRecord | None:
-        """The record a link to ``address`` binds to: mobile addresses take
-        their treatment, local ones (dynamic, ``_local/``) are balanced, a
-        known router's address binds to that router's record, and other
-        classes cannot be bound (docs/routing.md#treatment)."""
-        if key.cls is AddressClass.MOBILE:
-            return self._record(key.key, address, distribution, spec)
-        if key.cls is AddressClass.LOCAL:
-            return self._record(key.key, address, Distribution.BALANCED, spec)
-        if key.cls in (AddressClass.ROUTER, AddressClass.EDGE):
-            # Another router's node (``_topo/0/B/$management``, an edge's
-            # ``_edge/E/$management``): its record exists while that router
-            # is reachable.
-            return self.records.get(key.key)
-        return None
-
-    def _bind_auto_link(self, address: str, phase: int, fallback: bool) -> AddressRecord:
-        """The record an auto-link's link binds to: its address at its phase
-        (the fallback record for a fallback ``out`` link)."""
-        distribution, spec = self._treatment(address)
-        if distribution is Distribution.UNAVAILABLE:
-            distribution = Distribution.BALANCED
-        key = classify(address, router_id=self.router_id, phase=phase, fallback=fallback,
-                       edge_mode=self.edge_mode)
-        record = self._bind(key, address, distribution, spec)
-        assert record is not None, "an auto-link address is always a mobile address"
-        return record
-
-    def _release(self, record: AddressRecord) -> None:
-        """Free a record nothing uses any more (docs/routing.md#address-lifetime); a primary and
-        its fallback are freed together."""
+    def release_record(self, record: AddressRecord) -> None:
+        """Free a record nothing uses any more (docs/routing.md#address-lifetime): no
+        link, no destination beyond this router, no router advertising it; a
+        primary and its fallback are freed together."""
         pair = [r for r in (record, record.fallback, record.primary) if r is not None]
         for rec in pair:
             if rec.in_use or rec.remotes:
@@ -330,8 +235,10 @@ class Router:
                 if rec.key[0] in LINK_ROUTE_CLASSES:
                     self.link_routing.forget(rec.key)
 
-    def _add_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
-        """Bind a router-outgoing link as a destination of ``record``."""
+    def consumer_added(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+        """Bind a router-outgoing link as a destination of ``record``: its first
+        consumer unblocks its senders and is advertised to the network and,
+        on an edge, to the interior."""
         first = not record.consumers
         record.consumers.append(link)
         if not first:
@@ -350,7 +257,9 @@ class Router:
             effects.extend(self.uplink.consumers_changed(record))
         return effects
 
-    def _remove_consumer(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+    def consumer_removed(self, record: AddressRecord, link: OutLink,
+                         now: float) -> list[Effect]:
+        """Unbind a destination of ``record``; its last blocks the senders."""
         consumers = record.consumers
         if link not in consumers:
             return []
@@ -368,53 +277,14 @@ class Router:
             effects.extend(self.uplink.consumers_changed(record))
         return effects
 
-    def _sender_added(self, record: AddressRecord) -> list[Effect]:
-        """A producer link was bound to ``record``: an edge makes it known upward."""
+    def sender_added(self, record: AddressRecord) -> list[Effect]:
+        """A producer link was bound to or left ``record``: an edge makes it
+        known upward."""
         if self.uplink is None:
             return []
         return self.uplink.senders_changed(record)
 
     # -- edge routers (docs/networks.md#edge-routers) ----------------------------------
-
-    def _edge_record(self) -> AddressRecord:
-        return self._record(EDGE_KEY, "_edge", Distribution.CLOSEST, None)
-
-    def _downlink_record(self, edge_id: str) -> AddressRecord:
-        return self._record("H" + edge_id, f"_edge/{edge_id}", Distribution.BALANCED, None)
-
-    def _phases(self, address: str) -> tuple[int, int] | None:
-        spec = self.addresses.lookup(address)
-        if spec is None:
-            return None
-        return spec.phases[0], spec.phases[1]
-
-    def _link_route_reach(self, address: str, direction: Direction) -> tuple[bool, bool]:
-        """Whether ``address`` is link-routed in ``direction`` here, and whether
-        that route has somewhere to go (an edge's lookup)."""
-        entry = self.link_routing.table.match(address, direction)
-        if entry is None:
-            return False, False
-        record = self.records.get(entry.key)
-        return True, bool(entry.rotation) or bool(record is not None and record.remotes)
-
-    def _edge_attach(self, conn: Connection, *, outgoing: bool, name: str,
-                     address: str | None, capabilities: tuple[str, ...], handle: object,
-                     now: float) -> tuple[InLink | OutLink | None, list[Effect]]:
-        """An edge router's own links on its connection to this interior: its
-        downlink, address tracking, heartbeats and lookups.  None: a link
-        like any client's."""
-        edges = self.edges
-        peer = conn.edge
-        if edges is None or peer is None:
-            return None, []
-        if outgoing and EDGE_DOWNLINK in capabilities and address:
-            record, link = edges.downlink(peer, edge_id=address, name=name, handle=handle)
-            return link, self._downlink_bound(record, link, now)
-        if outgoing and address == TRACKING_ADDRESS:
-            return edges.tracking_attached(peer, name=name, handle=handle)
-        if not outgoing and address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
-            return edges.service_attached(peer, address, name=name, handle=handle), []
-        return None, []
 
     def own_link_answered(self, link: InLink | OutLink, address: str | None) -> list[Effect]:
         """The peer answered a link the core made (``AttachOwnLink``);
@@ -422,12 +292,6 @@ class Router:
         if self.uplink is not None:
             return self.uplink.answered(link, address)
         return []
-
-    def _offer_route(self, entry: RouteEntry[Connection], served: bool) -> list[Effect]:
-        """An edge offers the link routes its brokers serve to its interior."""
-        if self.uplink is None:
-            return []
-        return self.uplink.offer(entry.key, entry.pattern, entry.direction.value, served)
 
     def edge_lookup(self, handle: object, address: str, receiving: bool,
                     now: float) -> list[Effect] | None:
@@ -443,36 +307,6 @@ class Router:
         if entry is not None and entry.rotation:
             return None
         return uplink.lookup(handle, address, receiving, now)
-
-    def _downlink_bound(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
-        """An edge's downlink is the way to its ``H<edge-id>`` record: a
-        destination beyond this router, as a remote router is (messages to it
-        take the network's path, which addresses them for the edge), and
-        advertised to the other interiors."""
-        target = UplinkTarget(link)
-        record.remotes.insert(0, target)
-        record.closest_remotes.insert(0, target)
-        effects: list[Effect] = []
-        if self.network is not None:
-            effects.extend(self.network.address_added(record.key, HINTS[record.distribution],
-                                                      now))
-        effects.extend(senders_changed(record))
-        return effects
-
-    def _downlink_gone(self, link: OutLink, now: float) -> list[Effect]:
-        record = link.record
-        if record is None:
-            return []
-        kept = [t for t in record.remotes if not (type(t) is UplinkTarget and t.link is link)]
-        if len(kept) == len(record.remotes):
-            return []
-        record.remotes = kept
-        record.closest_remotes = [t for t in record.closest_remotes if t in kept]
-        effects: list[Effect] = []
-        if self.network is not None and not any(type(t) is UplinkTarget for t in kept):
-            effects.extend(self.network.address_removed(record.key, now))
-        effects.extend(senders_changed(record))
-        return effects
 
     def service_received(self, link: InLink, data: bytes,
                          now: float) -> tuple[bool, list[Effect]]:
@@ -503,8 +337,8 @@ class Router:
         """A client sender attached: bind it (docs/routing.md#attaching-links)."""
         if coordinator:
             return NO_COORDINATOR, []
-        if conn.edge is not None:
-            own, effects = self._edge_attach(conn, outgoing=False, name=name, address=address,
+        if conn.edge is not None and self.edges is not None:
+            own, effects = self.edges.attach(conn, outgoing=False, name=name, address=address,
                                              capabilities=capabilities, handle=handle, now=now)
             if isinstance(own, InLink):
                 return IncomingAccepted(link=own, address=address), effects
@@ -526,7 +360,7 @@ class Router:
             return IncomingAccepted(link=link, address=None), []
         if conn.tenant is not None and not dynamic:
             address = self.in_tenant(conn, address)
-        distribution, spec = self._treatment(address)
+        distribution, spec = self.addresses.treatment(address)
         ingress = spec.phases[0] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
@@ -537,9 +371,9 @@ class Router:
         # fallback consumers exist beyond it (docs/networks.md#edge-routers).
         key = classify(address, router_id=self.router_id, phase=ingress,
                        fallback=fallback and conn.role is Role.EDGE, edge_mode=self.edge_mode)
-        if distribution is Distribution.UNAVAILABLE and self._unavailable(key):
+        if distribution is Distribution.UNAVAILABLE and self.addresses.unavailable(key):
             return NOT_FOUND, []
-        record = self._bind(key, address, distribution, spec)
+        record = self.addresses.bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
         link = InLink(self._link_id(), conn, name=name, address=address, record=record,
@@ -547,7 +381,7 @@ class Router:
         record.senders.append(link)
         demand_changed(record)
         conn.in_links[link.link_id] = link
-        effects = self._sender_added(record)
+        effects = self.sender_added(record)
         edge = conn.edge
         if edge is not None:
             # An edge's producer: whether the address has destinations beyond
@@ -572,8 +406,8 @@ class Router:
         """A client receiver attached: bind it as a consumer
         (docs/routing.md#attaching-links); with capability ``qd.fallback``, as a
         fallback destination."""
-        if conn.edge is not None:
-            own, effects = self._edge_attach(conn, outgoing=True, name=name, address=address,
+        if conn.edge is not None and self.edges is not None:
+            own, effects = self.edges.attach(conn, outgoing=True, name=name, address=address,
                                              capabilities=capabilities, handle=handle, now=now)
             if isinstance(own, OutLink):
                 return OutgoingAccepted(link=own, address=address), effects
@@ -586,22 +420,23 @@ class Router:
             return NO_ROUTE, []
         if conn.tenant is not None and not dynamic:
             address = self.in_tenant(conn, address)
-        distribution, spec = self._treatment(address)
+        distribution, spec = self.addresses.treatment(address)
         egress = spec.phases[1] if spec is not None else 0
         ordinal = waypoint_ordinal(capabilities)
         if ordinal is not None:
             egress = ordinal - 1
         key = classify(address, router_id=self.router_id, phase=egress,
                        fallback=FALLBACK_CAPABILITY in capabilities, edge_mode=self.edge_mode)
-        if distribution is Distribution.UNAVAILABLE and not dynamic and self._unavailable(key):
+        if distribution is Distribution.UNAVAILABLE and not dynamic \
+                and self.addresses.unavailable(key):
             return NOT_FOUND, []
-        record = self._bind(key, address, distribution, spec)
+        record = self.addresses.bind(key, address, distribution, spec)
         if record is None:
             return NO_ROUTE, []
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record,
                        presettle=presettle, handle=handle)
         conn.out_links[link.link_id] = link
-        return OutgoingAccepted(link=link, address=address), self._add_consumer(record, link,
+        return OutgoingAccepted(link=link, address=address), self.consumer_added(record, link,
                                                                                 now)
 
     def in_process_attached(self, conn: Connection, address: str, name: str) -> OutLink:
@@ -612,7 +447,7 @@ class Router:
         """
         key = classify(address, router_id=self.router_id, edge_mode=self.edge_mode)
         assert key is not None
-        record = self._record(key.key, address, Distribution.CLOSEST, None)
+        record = self.addresses.record(key.key, address, Distribution.CLOSEST, None)
         link = OutLink(self._link_id(), conn, name=name, address=address, record=record)
         conn.out_links[link.link_id] = link
         record.consumers.append(link)
@@ -647,22 +482,22 @@ class Router:
             link.conn.out_links.pop(link.link_id, None)
             if record is not None:
                 record.retired_out += link.delivered
-                effects.extend(self._remove_consumer(record, link, now))
+                effects.extend(self.consumer_removed(record, link, now))
         else:
             link.conn.in_links.pop(link.link_id, None)
             if record is not None and link in record.senders:
                 record.retired_in += link.delivered
                 record.senders.remove(link)
                 demand_changed(record)
-                effects.extend(self._sender_added(record))
+                effects.extend(self.sender_added(record))
         if self.uplink is not None:
             effects.extend(self.uplink.detached(link))
         elif self.edges is not None and link.conn in self.edges.peers:
             self.edges.detached(link)
             if isinstance(link, OutLink):
-                effects.extend(self._downlink_gone(link, now))
+                effects.extend(self.edges.downlink_gone(link, now))
         if record is not None:
-            self._release(record)
+            self.release_record(record)
         autolink = link.autolink
         if autolink is not None and autolink.link_id == link.link_id:
             self.auto_links.detached(autolink, error, now)
@@ -731,84 +566,32 @@ class Router:
 
     # -- the network -----------------------------------------------------------
 
-    def _remote_record(self, key: str, hint: int) -> AddressRecord | None:
-        """The record of a key another router advertised (docs/networks.md#mobile-addresses,
-        docs/routing.md#treatment)."""
+    def remote_record(self, key: str, hint: int) -> AddressRecord | None:
+        """The record of a key another router advertised, made when first
+        advertised (docs/networks.md#mobile-addresses, docs/routing.md#treatment)."""
         record = self.records.get(key)
         if record is not None:
             return record
         if key[0] == "R":
-            return self._record(key, f"_topo/0/{key[1:]}", Distribution.CLOSEST, None)
+            return self.addresses.record(key, f"_topo/0/{key[1:]}", Distribution.CLOSEST, None)
         if key[0] in LINK_ROUTE_CLASSES:
             if not self.link_routing.learn(key):
                 return None
-            return self._record(key, key[1:], Distribution.BALANCED, None)
+            return self.addresses.record(key, key[1:], Distribution.BALANCED, None)
         if key[0] == "H":
             # An edge router attached to another interior router.
-            distribution = _FROM_HINT.get(hint, Distribution.BALANCED)
-            return self._record(key, f"_edge/{key[1:]}", distribution, None)
+            distribution = FROM_HINT.get(hint, Distribution.BALANCED)
+            return self.addresses.record(key, f"_edge/{key[1:]}", distribution, None)
         if key[0] != "M" or len(key) < 3:
             return None
         address = key[2:]
-        distribution, spec = self._treatment(address)
+        distribution, spec = self.addresses.treatment(address)
         if spec is not None and distribution is not Distribution.UNAVAILABLE:
-            return self._record(key, address, distribution, spec)
-        distribution = _FROM_HINT.get(hint, self.default_distribution)
+            return self.addresses.record(key, address, distribution, spec)
+        distribution = FROM_HINT.get(hint, self.addresses.default_distribution)
         if distribution is Distribution.UNAVAILABLE:
             distribution = Distribution.BALANCED
-        return self._record(key, address, distribution, None)
-
-    def router_link(self, conn: Connection, cost: int) -> RouterLink:
-        """The network's view of an inter-router connection (created on first use)."""
-        assert self.network is not None
-        link = self.network.link_of(conn)
-        return link if link is not None else self.network.add_link(conn, cost)
-
-    def control_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
-                              handle: object, cost: int, now: float
-                              ) -> tuple[InLink | OutLink, list[Effect]]:
-        """A router-control link (capability ``qd.router``) attached."""
-        rlink = self.router_link(conn, cost)
-        if outgoing:
-            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
-                          presettle=True, handle=handle)
-            out.prepared = True
-            rlink.control = out
-            conn.out_links[out.link_id] = out
-            assert self.network is not None
-            return out, self.network.control_attached(rlink, now)
-        link = InLink(self._link_id(), conn, name=name, address=None, record=None,
-                      handle=handle)
-        link.router_link = rlink
-        link.control = True
-        link.transit = True
-        conn.in_links[link.link_id] = link
-        return link, []
-
-    def data_link_attached(self, conn: Connection, *, outgoing: bool, name: str,
-                           handle: object, cost: int) -> InLink | OutLink:
-        """An inter-router data link (capability ``qd.router-data``) attached;
-        its priority is its attach order in its direction
-        (docs/networks.md#inter-router-connections)."""
-        rlink = self.router_link(conn, cost)
-        if outgoing:
-            out = OutLink(self._link_id(), conn, name=name, address="", record=None,
-                          handle=handle)
-            out.prepared = True
-            for priority in range(PRIORITIES):
-                if rlink.data[priority] is None:
-                    rlink.data[priority] = out
-                    out.priority = priority
-                    break
-            conn.out_links[out.link_id] = out
-            return out
-        link = InLink(self._link_id(), conn, name=name, address=None, record=None, handle=handle)
-        link.router_link = rlink
-        link.transit = True
-        link.priority = min(rlink.data_in, PRIORITIES - 1)
-        rlink.data_in += 1
-        conn.in_links[link.link_id] = link
-        return link
+        return self.addresses.record(key, address, distribution, None)
 
     def tick(self, now: float) -> list[Effect]:
         """Timers: the routing protocol's and auto-links' retries."""
@@ -842,27 +625,13 @@ class Router:
         message on anonymous links, so the routing key of each address string
         is cached.
         """
-        cache_key = to if phase == 0 else f"{phase}:{to}"
-        key = self._key_cache.get(cache_key, "")
-        if key == "":
-            if phase == FALLBACK_PHASE:
-                rk = classify(to, router_id=self.router_id, fallback=True,
-                              edge_mode=self.edge_mode)
-            elif 0 <= phase <= MAX_PHASE:
-                rk = classify(to, router_id=self.router_id, phase=phase,
-                              edge_mode=self.edge_mode)
-            else:  # a phase no router sends: nowhere to go
-                rk = None
-            key = rk.key if rk is not None and rk.cls in _ROUTABLE else None
-            if len(self._key_cache) >= _KEY_CACHE_MAX:
-                self._key_cache.clear()
-            self._key_cache[cache_key] = key
+        key = self.addresses.key_of(to, phase)
         if key is None:
             return None
         record = self.records.get(key)
         if record is not None:
             return record
-        if key[0] == "M" and self._treatment(to)[0] is Distribution.UNAVAILABLE:
+        if key[0] == "M" and self.addresses.treatment(to)[0] is Distribution.UNAVAILABLE:
             return UNAVAILABLE
         if self.uplink is not None and self.uplink.active is not None:
             # An edge router sends what it has no record for up its uplink

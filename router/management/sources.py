@@ -300,7 +300,7 @@ class ConfigAddresses(ReadOnly):
 
     def rows(self) -> Iterable[Row]:
         rows = []
-        for pattern, spec in self._router.addresses:
+        for pattern, spec in self._router.addresses.table:
             identity = self._identity(pattern)
             section = conf.AddressSection.from_spec(spec)
             row: Row = conf.section_attributes(section)
@@ -318,7 +318,7 @@ class ConfigAddresses(ReadOnly):
         assert isinstance(section, conf.AddressSection)
         try:
             spec = section.to_spec()
-            pattern = self._router.addresses.add(spec)
+            pattern = self._router.addresses.table.add(spec)
         except AddressError as error:
             raise ManagementError(400, str(error)) from None
         identity = self._identity(pattern)
@@ -327,7 +327,7 @@ class ConfigAddresses(ReadOnly):
     def delete(self, row: Row) -> tuple[()]:
         for pattern, identity in list(self._identities.items()):
             if identity == row["identity"]:
-                self._router.addresses.remove(pattern)
+                self._router.addresses.table.remove(pattern)
                 del self._identities[pattern]
                 return ()
         raise ManagementError(404, f"No entity with identity={row['identity']}")

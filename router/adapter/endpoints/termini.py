@@ -198,10 +198,12 @@ def router_link(router: Router, conn: Connection, lptr: Any, caps: tuple[str, ..
     """Bind an inter-router link (ours or the peer's) in the core."""
     name = to_str(lib.pn_link_name(lptr)) or ""
     outgoing = bool(lib.pn_link_is_sender(lptr))
+    network = router.network
+    assert network is not None, "inter-router links are an interior router's"
     if ROUTER_CONTROL in caps:
-        return router.control_link_attached(conn, outgoing=outgoing, name=name, handle=lptr,
-                                            cost=cost, now=now)
-    link = router.data_link_attached(conn, outgoing=outgoing, name=name, handle=lptr, cost=cost)
+        return network.control_link_attached(conn, outgoing=outgoing, name=name, handle=lptr,
+                                             cost=cost, now=now)
+    link = network.data_link_attached(conn, outgoing=outgoing, name=name, handle=lptr, cost=cost)
     return link, []
 
 

@@ -26,10 +26,13 @@ from router.core.amqp import (
     encode_section,
     split_sections,
 )
+from router.core.destinations import senders_changed
 from router.core.edges.wire import (
+    EDGE_DOWNLINK,
     HEARTBEAT_ADDRESS,
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_TIMEOUT_S,
+    LOOKUP_ADDRESS,
     LOOKUP_LINK_ROUTE,
     LOOKUP_NOT_FOUND,
     LOOKUP_OK,
@@ -45,7 +48,8 @@ from router.core.effects import (
     SendOnLink,
 )
 from router.core.ids import LinkId
-from router.core.records import AddressRecord, Connection, InLink, OutLink
+from router.core.network import HINTS, Network
+from router.core.records import AddressRecord, Connection, InLink, OutLink, UplinkTarget
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +101,65 @@ class EdgeHosts:
 
     def __init__(self, *, link_id: Callable[[], LinkId],
                  downlink_record: Callable[[str], AddressRecord],
-                 link_route: LinkRouteLookup) -> None:
+                 link_route: LinkRouteLookup, network: Network | None) -> None:
         self._link_id = link_id
         self._downlink_record = downlink_record
         self._link_route = link_route
+        self._network = network
         self.peers: dict[Connection, EdgePeer] = {}
         self.next_check: float | None = None
         #: Counters: link-route lookups answered.
         self.lookups = 0
+
+    def attach(self, conn: Connection, *, outgoing: bool, name: str, address: str | None,
+               capabilities: tuple[str, ...], handle: object,
+               now: float) -> tuple[InLink | OutLink | None, list[Effect]]:
+        """An edge router's own links on its connection to this interior: its
+        downlink, address tracking, heartbeats and lookups.  None: a link
+        like any client's."""
+        peer = conn.edge
+        if peer is None:
+            return None, []
+        if outgoing and EDGE_DOWNLINK in capabilities and address:
+            record, link = self.downlink(peer, edge_id=address, name=name, handle=handle)
+            return link, self._downlink_bound(record, link, now)
+        if outgoing and address == TRACKING_ADDRESS:
+            return self.tracking_attached(peer, name=name, handle=handle)
+        if not outgoing and address in (HEARTBEAT_ADDRESS, LOOKUP_ADDRESS):
+            return self.service_attached(peer, address, name=name, handle=handle), []
+        return None, []
+
+    def _downlink_bound(self, record: AddressRecord, link: OutLink, now: float) -> list[Effect]:
+        """An edge's downlink is the way to its ``H<edge-id>`` record: a
+        destination beyond this router, as a remote router is (messages to it
+        take the network's path, which addresses them for the edge), and
+        advertised to the other interiors."""
+        target = UplinkTarget(link)
+        record.remotes.insert(0, target)
+        record.closest_remotes.insert(0, target)
+        effects: list[Effect] = []
+        if self._network is not None:
+            effects.extend(self._network.address_added(record.key, HINTS[record.distribution],
+                                                       now))
+        effects.extend(senders_changed(record))
+        return effects
+
+    def downlink_gone(self, link: OutLink, now: float) -> list[Effect]:
+        """An edge's link went: if it was its downlink, the edge's record
+        loses that way to it (and other interiors hear when it was the last)."""
+        record = link.record
+        if record is None:
+            return []
+        kept = [t for t in record.remotes if not (type(t) is UplinkTarget and t.link is link)]
+        if len(kept) == len(record.remotes):
+            return []
+        record.remotes = kept
+        record.closest_remotes = [t for t in record.closest_remotes if t in kept]
+        effects: list[Effect] = []
+        if self._network is not None and not any(type(t) is UplinkTarget for t in kept):
+            effects.extend(self._network.address_removed(record.key, now))
+        effects.extend(senders_changed(record))
+        return effects
 
     def opened(self, conn: Connection, now: float) -> None:
         """An edge router connected."""

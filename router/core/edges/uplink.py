@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from linkroute import RouteEntry
 from router.core.amqp import (
     APPLICATION_PROPERTIES,
     PeerProtocolError,
@@ -341,6 +342,11 @@ class Uplink:
         return effects
 
     # -- the link routes this edge serves ----------------------------------------------
+
+    def offer_entry(self, entry: RouteEntry[Connection], served: bool) -> list[Effect]:
+        """An edge offers the link routes its brokers serve to its interior
+        (``LinkRouting``'s ``offer``)."""
+        return self.offer(entry.key, entry.pattern, entry.direction.value, served)
 
     def offer(self, key: str, pattern: str, direction: str, served: bool) -> list[Effect]:
         """A link route of this edge gained its first (``served``) or lost its

@@ -38,14 +38,15 @@ def interior(*specs: AddressSpec, link_routes: tuple[LinkRouteSpec, ...] = ()) -
 
 def neighbour(router: Router, conn_id: int, cost: int) -> RouterLink:
     conn = Connection(ConnectionId(conn_id))
-    link, _ = router.control_link_attached(conn, outgoing=True, name=f"ctl{conn_id}",
-                                           handle=object(), cost=cost, now=0.0)
+    network = router.network
+    assert network is not None
+    link, _ = network.control_link_attached(conn, outgoing=True, name=f"ctl{conn_id}",
+                                            handle=object(), cost=cost, now=0.0)
     assert isinstance(link, OutLink)
-    assert router.network is not None
-    rlink = router.network.link_of(conn)
+    rlink = network.link_of(conn)
     assert rlink is not None
     for _ in range(10):
-        router.data_link_attached(conn, outgoing=True, name="d", handle=object(), cost=cost)
+        network.data_link_attached(conn, outgoing=True, name="d", handle=object(), cost=cost)
     return rlink
 
 

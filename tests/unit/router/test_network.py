@@ -169,6 +169,7 @@ def test_data_links_take_their_attach_order_as_priority_both_ways() -> None:
     router = interior()
     rlink = neighbour(router, 1, 1)
     assert [out.priority for out in rlink.data if out is not None] == list(range(10))
-    incoming = [router.data_link_attached(rlink.conn, outgoing=False, name=f"i{n}",
-                                          handle=object(), cost=1) for n in range(10)]
+    assert router.network is not None
+    incoming = [router.network.data_link_attached(rlink.conn, outgoing=False, name=f"i{n}",
+                                                  handle=object(), cost=1) for n in range(10)]
     assert [link.priority for link in incoming] == list(range(10))
