@@ -52,8 +52,8 @@ PACKAGES = frozenset({"router", "addressing", "linkroute", "autolink", "conf"})
 #: The modules that must be pure Python for the counts to be complete.
 HOT_MODULES = ("router.adapter.engine", "router.adapter.events",
                "router.adapter.connections.transports", "router.adapter.forwarding.forwarder",
-               "router.adapter.forwarding.outcomes", "router.adapter.forwarding.sending",
-               "router.adapter.forwarding.network")
+               "router.adapter.forwarding.outcomes", "router.adapter.forwarding.dispositions",
+               "router.adapter.forwarding.sending", "router.adapter.forwarding.network")
 ROUTER = "router"
 PROTON_API = "proton API"
 #: Where the dispatcher's events are taken off the collector.

@@ -99,3 +99,75 @@ def test_no_citation_of_a_document_outside_the_repository() -> None:
              for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
              if stale.search(line) and path.name != "test_docs.py"]
     assert not found, "citations a clone cannot follow:\n" + "\n".join(found)
+
+
+# -- the code the docs name ----------------------------------------------------------
+
+_PACKAGES = ("router", "addressing", "linkroute", "autolink", "conf", "spark")
+_PATH = re.compile(r"(?<![\w/.-])((?:router|addressing|linkroute|autolink|conf|spark|bench|tests"
+                   r"|examples|man)/[\w./-]*\.(?:py|c|lark|conf|json|md|png|toml|service|[58]))"
+                   r"(?![\w*])")
+_DOTTED = re.compile(r"`((?:router|addressing|linkroute|autolink|conf|spark)(?:\.\w+)+)`")
+
+
+def _is_source(dotted: str) -> bool:
+    """Whether a dotted name is meant as code: its second part is a module
+    or package of its top package (``router.link`` is a management entity
+    type, ``router.adapter`` a package)."""
+    top, second = dotted.split(".")[:2]
+    base = ROOT / top / second
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def unresolved(text: str) -> list[str]:
+    """The files and modules ``text`` names that the tree does not have: a
+    path with a file's extension, or a backticked dotted name of the code
+    (a module, or an attribute of one, as deep as it goes)."""
+    import importlib
+    import importlib.util
+    import subprocess
+
+    missing = []
+    for name in sorted(set(_PATH.findall(text))):
+        if (ROOT / name).exists():
+            continue
+        ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", name])
+        if ignored.returncode != 0:  # not a generated file
+            missing.append(name)
+    for dotted in sorted(set(_DOTTED.findall(text))):
+        if not _is_source(dotted) or any(part.startswith("_") for part in dotted.split(".")):
+            continue  # not code, or a compiled extension of the build
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            module = ".".join(parts[:i])
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:
+                found = False
+            if found:
+                obj: object = importlib.import_module(module)
+                try:
+                    for attr in parts[i:]:
+                        obj = getattr(obj, attr)
+                except AttributeError:
+                    missing.append(dotted)
+                break
+        else:
+            missing.append(dotted)
+    return missing
+
+
+def test_the_checker_finds_a_module_or_file_that_is_not_there() -> None:
+    text = ("`router.adapter.forwarding.forwarder.Forwarder`, `router.adapter.managed`, "
+            "`router.link` (an entity type), router/adapter/loop/eventloop.py, "
+            "router/adapter/loop.py, `router.core.router.Router.no_such_method`")
+    assert unresolved(text) == ["router/adapter/loop.py", "router.adapter.managed",
+                                "router.core.router.Router.no_such_method"]
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+def test_every_module_and_file_a_page_names_exists(page: str) -> None:
+    """The docs name the code as it is (docs/architecture.md most of all)."""
+    missing = unresolved((ROOT / page).read_text())
+    assert not missing, f"{page} names what the tree does not have: {missing}"

@@ -12,6 +12,7 @@ from proton import Collector, Connection, Delivery, Link, Message, Transport
 
 from router.adapter.forwarding import accel
 from router.adapter.pn import ffi, lib
+from tests.unit.adapter.wire import pump
 
 ACTIVE = {"next_event": accel.next_event, "recv_whole": accel.recv_whole,
           "send_copy": accel.send_copy, "update_settle": accel.update_settle,
@@ -48,17 +49,7 @@ class Pair:
         self.pump()
 
     def pump(self) -> None:
-        for _ in range(20):
-            moved = False
-            for a, b in ((self.client_transport, self.server_transport),
-                         (self.server_transport, self.client_transport)):
-                pending = a.pending()
-                if pending > 0:
-                    b.push(a.peek(pending))
-                    a.pop(pending)
-                    moved = True
-            if not moved:
-                return
+        pump(self.client_transport, self.server_transport)
 
     def events(self) -> Iterator[tuple[int, Any, Any, list[int]]]:
         """Every event the collector holds, as ``next_event`` reports it:

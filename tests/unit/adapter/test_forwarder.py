@@ -12,6 +12,7 @@ Redelivery part."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from proton import Delivery, Link
@@ -36,21 +37,33 @@ def forwarder(core: Router) -> tuple[Pending, Forwarder]:
     return pending, Forwarder(core, "R", pending, lambda: 0.0)
 
 
+@dataclass
+class OneOfEach:
+    """A forwarder over a core, one consumer and one producer on one wire."""
+
+    wire: Wire
+    pending: Pending
+    fwd: Forwarder
+    receiver: Link
+    ol: OutLink
+    sender: Link
+    il: InLink
+
+
+def one_of_each(producer_credit: int = 10) -> OneOfEach:
+    core = router()
+    wire = Wire()
+    pending, fwd = forwarder(core)
+    receiver, ol = wire.consumer(core=core)
+    sender, il = wire.producer(core=core, credit=producer_credit)
+    return OneOfEach(wire, pending, fwd, receiver, ol, sender, il)
+
+
 def deliver(wire: Wire, fwd: Forwarder, sender: Link, il: InLink, text: str,
             settled: bool = False) -> Delivery:
     """The peer sends ``text``, and the forwarder gets it as the dispatcher
     would hand it (pending bytes, flags)."""
-    from proton import Message
-
-    delivery = sender.delivery(f"t-{text}".encode())
-    sender.send(Message(body=text).encode())
-    sender.advance()
-    if settled:
-        delivery.settle()
-    wire.pump()
-    link = Link.wrap(il.handle)
-    incoming = link.current
-    assert incoming is not None
+    delivery, incoming = wire.arrive(sender, text, settled)
     fwd.incoming(incoming._impl, il, incoming.pending, SETTLED if incoming.settled else 0)
     wire.pump()
     return delivery
@@ -82,36 +95,28 @@ def decide(wire: Wire, fwd: Forwarder, ol: OutLink, delivery: Delivery, state: i
 
 
 def test_a_message_goes_to_the_consumer_and_its_outcome_back() -> None:
-    core = router()
-    wire = Wire()
-    pending, fwd = forwarder(core)
-    receiver, ol = wire.consumer(core=core)
-    sender, il = wire.producer(core=core)
-    produced = deliver(wire, fwd, sender, il, "hello")
-    [(got, text)] = take(wire, receiver)
+    t = one_of_each()
+    produced = deliver(t.wire, t.fwd, t.sender, t.il, "hello")
+    [(got, text)] = take(t.wire, t.receiver)
     assert text == "hello" and not got.settled
-    assert il not in pending.credit, "an unsettled message holds its credit"
-    decide(wire, fwd, ol, got, Delivery.ACCEPTED)
+    assert t.il not in t.pending.credit, "an unsettled message holds its credit"
+    decide(t.wire, t.fwd, t.ol, got, Delivery.ACCEPTED)
     assert produced.remote_state == Delivery.ACCEPTED and produced.settled
-    assert il in pending.credit, "settled, its credit is looked at once the wake-up ends"
-    assert not il.unsettled and not ol.unsettled
+    assert t.il in t.pending.credit, "settled, its credit is looked at once the wake-up ends"
+    assert not t.il.unsettled and not t.ol.unsettled
 
 
 def test_credit_is_topped_up_to_the_window() -> None:
-    core = router()
-    wire = Wire()
-    pending, fwd = forwarder(core)
-    receiver, _ = wire.consumer(core=core)
-    sender, il = wire.producer(core=core, credit=0)
-    pending.credit.add(il)
-    fwd.flush_credit()
-    wire.pump()
-    assert sender.credit == il.window, "the window's worth of credit"
-    deliver(wire, fwd, sender, il, "m", settled=True)
-    fwd.flush_credit()
-    wire.pump()
-    assert sender.credit == il.window, "a pre-settled message gives its credit back"
-    assert [text for _, text in take(wire, receiver)] == ["m"]
+    t = one_of_each(producer_credit=0)
+    t.pending.credit.add(t.il)
+    t.fwd.flush_credit()
+    t.wire.pump()
+    assert t.sender.credit == t.il.window, "the window's worth of credit"
+    deliver(t.wire, t.fwd, t.sender, t.il, "m", settled=True)
+    t.fwd.flush_credit()
+    t.wire.pump()
+    assert t.sender.credit == t.il.window, "a pre-settled message gives its credit back"
+    assert [text for _, text in take(t.wire, t.receiver)] == ["m"]
 
 
 def test_balanced_spreads_by_what_each_consumer_has_outstanding() -> None:

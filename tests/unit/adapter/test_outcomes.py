@@ -74,6 +74,18 @@ def routed(wire: Wire, outcomes: Outcomes, redelivery_limit: int = 0) -> Routed:
     return Routed(produced, d, il, ref, receiver, ol, copy._impl)
 
 
+def consumer_settles(wire: Wire, r: Routed, outcomes: Outcomes, dispositions: Dispositions,
+                     got: Delivery, state: int) -> None:
+    """The peer's consumer settles ``got`` with ``state``; the dispatcher
+    would hand its disposition over, and settle its delivery in one go."""
+    got.update(state)
+    got.settle()
+    wire.pump()
+    dispositions.outgoing(r.od, r.ol, 1, state)
+    outcomes.settle_deferred()
+    wire.pump()
+
+
 def test_the_router_s_own_outcome_settles_the_producer_with_its_error() -> None:
     wire = Wire()
     pending, outcomes, _, _ = parts()
@@ -136,12 +148,7 @@ def test_a_rejection_carries_its_condition_back() -> None:
     r = routed(wire, outcomes)
     got, _ = wire.received(r.receiver)
     got.local.condition = Condition("app:bad", "not today")
-    got.update(Delivery.REJECTED)
-    got.settle()
-    wire.pump()
-    dispositions.outgoing(r.od, r.ol, 1, REJECTED)
-    outcomes.settle_deferred()
-    wire.pump()
+    consumer_settles(wire, r, outcomes, dispositions, got, REJECTED)
     assert r.produced.remote_state == Delivery.REJECTED
     assert r.produced.remote.condition.name == "app:bad"
     assert r.produced.remote.condition.description == "not today"
@@ -168,12 +175,7 @@ def test_a_held_message_nobody_else_takes_is_released_to_its_producer() -> None:
     _, outcomes, dispositions, redelivery = parts(forwards=False)
     r = routed(wire, outcomes, redelivery_limit=3)
     got, _ = wire.received(r.receiver)
-    got.update(Delivery.RELEASED)
-    got.settle()
-    wire.pump()
-    dispositions.outgoing(r.od, r.ol, 1, RELEASED)
-    outcomes.settle_deferred()
-    wire.pump()
+    consumer_settles(wire, r, outcomes, dispositions, got, RELEASED)
     assert len(redelivery.asked) == 1
     assert r.produced.remote_state == Delivery.RELEASED and r.produced.settled
 

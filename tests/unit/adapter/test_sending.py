@@ -15,7 +15,7 @@ from proton import Delivery
 from router.adapter.forwarding.outcomes import Outcomes
 from router.adapter.forwarding.sending import Sender
 from router.adapter.pending import Counters, Pending
-from router.core import Connection, MessageReader, OutLink, Role, Stream
+from router.core import Connection, InLink, MessageReader, OutLink, Role, Stream, Transfer
 from tests.unit.adapter.wire import Wire, body, encoded, record
 
 
@@ -47,6 +47,14 @@ def sender(trunks: FakeTrunks | None = None) -> tuple[Pending, Sender]:
     counters = Counters()
     return pending, Sender("R", pending, Outcomes(pending, counters), counters,
                            MessageReader(), trunks)
+
+
+def tracked(wire: Wire, out: Sender) -> tuple[Delivery, InLink, Transfer | None]:
+    """A message from the peer's producer, its delivery tracked as the
+    forwarder tracks one it sends as a single copy."""
+    producer, il = wire.producer()
+    produced, d = wire.send(producer, "m")
+    return produced, il, out.outcomes.transfer(d, il, encoded("m"), record(), None, None, None)
 
 
 def test_a_copy_goes_at_once_to_a_consumer_with_credit() -> None:
@@ -95,10 +103,8 @@ def test_a_full_queue_sheds_its_presettled_copies_but_the_head() -> None:
 def test_an_unsettled_copy_is_tracked_until_its_consumer_decides() -> None:
     wire = Wire()
     _, out = sender()
-    producer, il = wire.producer()
-    _, d = wire.send(producer, "m")
+    _, _, ref = tracked(wire, out)
     receiver, ol = wire.consumer()
-    ref = out.outcomes.transfer(d, il, encoded("m"), record(), None, None, None)
     out.send(ol, encoded("m"), ref, keys=False)
     got, text = wire.received(receiver)
     assert text == "m" and not got.settled
@@ -138,11 +144,9 @@ def test_a_consumer_s_credit_is_read_again_when_it_flows() -> None:
 def test_settling_the_producer_s_delivery_through_a_transfer() -> None:
     wire = Wire()
     _, out = sender()
-    producer, il = wire.producer()
-    produced, d = wire.send(producer, "m")
+    produced, _, ref = tracked(wire, out)
     _, ol = wire.consumer()
     ol.presettle = True  # a consumer that takes pre-settled copies only
-    ref = out.outcomes.transfer(d, il, encoded("m"), record(), None, None, None)
     out.send(ol, encoded("m"), ref, keys=False)
     wire.pump()
     assert produced.remote_state == Delivery.ACCEPTED and produced.settled, \

@@ -30,6 +30,22 @@ from router.core import Connection as CoreConnection
 _ids = itertools.count(1)
 
 
+def pump(one: Transport, other: Transport) -> None:
+    """Move the bytes each of two transports has to write to the other,
+    until neither has any."""
+    for _ in range(50):
+        moved = False
+        for out, into in ((one, other), (other, one)):
+            pending = out.pending()
+            if pending > 0:
+                into.push(out.peek(pending))
+                out.pop(pending)
+                moved = True
+        if not moved:
+            return
+    raise AssertionError("the two sides kept talking")
+
+
 class Wire:
     """The router's connection and a peer's, joined in memory."""
 
@@ -57,18 +73,37 @@ class Wire:
 
     def pump(self) -> None:
         """Move bytes both ways until neither side has more to write."""
-        for _ in range(50):
-            moved = False
-            for out, into in ((self.peer_transport, self.router_transport),
-                              (self.router_transport, self.peer_transport)):
-                pending = out.pending()
-                if pending > 0:
-                    into.push(out.peek(pending))
-                    out.pop(pending)
-                    moved = True
-            if not moved:
-                return
-        raise AssertionError("the two sides kept talking")
+        pump(self.peer_transport, self.router_transport)
+
+    def router_link(self, name: str) -> Link:
+        """The router's end of the link the peer attached as ``name``."""
+        link = self.router.link_head(0)
+        while link is not None and link.name != name:
+            link = link.next(0)
+        assert link is not None, f"no link {name}"
+        return link
+
+    def _answer(self, name: str) -> Link:
+        """The router's end of ``name``, opened with the peer's termini."""
+        self.pump()
+        link = self.router_link(name)
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.open()
+        return link
+
+    def _pair(self, peer: Link, address: str, credit: int) -> Link:
+        """Attach the peer's ``peer`` to ``address`` and the router's end of
+        it; the receiving end gives ``credit``."""
+        if peer.is_sender:
+            peer.target.address = address
+        else:
+            peer.source.address = address
+        peer.open()
+        ours = self._answer(peer.name)
+        (ours if peer.is_sender else peer).flow(credit)
+        self.pump()
+        return ours
 
     # -- a producer: the peer sends, the router receives ------------------------------
 
@@ -79,18 +114,7 @@ class Wire:
         ``core``, the record is the one its attach decision binds."""
         name = f"p{next(_ids)}"
         sender = self.peer_session.sender(name)
-        sender.target.address = address
-        sender.open()
-        self.pump()
-        receiver = self.router.link_head(0)
-        while receiver is not None and receiver.name != name:
-            receiver = receiver.next(0)
-        assert receiver is not None
-        receiver.source.copy(receiver.remote_source)
-        receiver.target.copy(receiver.remote_target)
-        receiver.open()
-        receiver.flow(credit)
-        self.pump()
+        receiver = self._pair(sender, address, credit)
         if core is not None:
             accepted, _ = core.incoming_link_attached(self.core, name=name, address=address,
                                                       handle=receiver._impl)
@@ -100,20 +124,24 @@ class Wire:
                     handle=receiver._impl)
         return sender, il
 
-    def send(self, sender: Link, body: str, settled: bool = False) -> tuple[Delivery, Any]:
-        """The peer sends ``body``: its delivery, and the router's (a raw
-        ``pn_delivery_t``) once it arrived."""
+    def arrive(self, sender: Link, body: str, settled: bool = False) -> tuple[Delivery, Delivery]:
+        """The peer sends ``body``: its delivery, and the router's as it
+        arrived (nothing read from it yet)."""
         delivery = sender.delivery(f"t{next(_ids)}".encode())
         sender.send(Message(body=body).encode())
         sender.advance()
         if settled:
             delivery.settle()
         self.pump()
-        receiver = self.router.link_head(0)
-        while receiver is not None and receiver.name != sender.name:
-            receiver = receiver.next(0)
-        assert receiver is not None and receiver.current is not None
-        incoming = receiver.current
+        incoming = self.router_link(sender.name).current
+        assert incoming is not None
+        return delivery, incoming
+
+    def send(self, sender: Link, body: str, settled: bool = False) -> tuple[Delivery, Any]:
+        """The peer sends ``body``: its delivery, and the router's (a raw
+        ``pn_delivery_t``), read as the forwarder reads it."""
+        delivery, incoming = self.arrive(sender, body, settled)
+        receiver = incoming.link
         receiver.recv(incoming.pending)
         receiver.advance()
         return delivery, incoming._impl
@@ -127,18 +155,7 @@ class Wire:
         ``core``, the record is the one its attach decision binds."""
         name = f"c{next(_ids)}"
         receiver = self.peer_session.receiver(name)
-        receiver.source.address = address
-        receiver.open()
-        self.pump()
-        sender = self.router.link_head(0)
-        while sender is not None and sender.name != name:
-            sender = sender.next(0)
-        assert sender is not None
-        sender.source.copy(sender.remote_source)
-        sender.target.copy(sender.remote_target)
-        sender.open()
-        receiver.flow(credit)
-        self.pump()
+        sender = self._pair(receiver, address, credit)
         if core is not None:
             accepted, _ = core.outgoing_link_attached(self.core, name=name, address=address,
                                                       handle=sender._impl)
@@ -178,4 +195,4 @@ def encoded(text: str) -> bytes:
     return bytes(Message(body=text).encode())
 
 
-__all__ = ["Wire", "body", "encoded", "record"]
+__all__ = ["Wire", "body", "encoded", "pump", "record"]
