@@ -56,7 +56,7 @@ COMPILED = [
 METADATA_ONLY = {"egg_info", "dist_info", "sdist", "check"}
 
 #: What the pure build costs, said with every fallback to it.
-PURE_COST = ("the same router at about 1.4x the CPU per message, "
+PURE_COST = ("the same router at about 1.7x the CPU per message, "
              "see docs/performance.md#the-compiled-build")
 
 

@@ -282,7 +282,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     log.getChild("router").info("Version: %s", __version__)
     if installed_build() == "pure":
         log.log(logs.NOTICE, "The pure build: the per-message modules are not compiled, so each "
-                "message costs about 1.4x the CPU (docs/performance.md#the-compiled-build)")
+                "message costs about 1.7x the CPU (docs/performance.md#the-compiled-build)")
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:
