@@ -17,7 +17,7 @@ beyond that one question.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from router.adapter.forwarding.accel import update_settle
 from router.adapter.forwarding.outcomes import (
@@ -26,7 +26,6 @@ from router.adapter.forwarding.outcomes import (
     Outcomes,
     copy_disposition,
 )
-from router.adapter.forwarding.redelivery import Redelivery
 from router.adapter.pending import Pending
 from router.adapter.pn import lib
 from router.core import (
@@ -57,6 +56,14 @@ def _say_failed(d: Any, il: InLink) -> None:
         pn_delivery_update(d, RELEASED)
 
 
+class Redeliverer(Protocol):
+    """Forwards a held delivery again when its copy comes back
+    (``router.adapter.forwarding.redelivery.Redelivery``): whether it went
+    somewhere else."""
+
+    def again(self, ref: Transfer, ol: OutLink, state: int, disposition: Any) -> bool: ...
+
+
 class Dispositions:
     """Consumers' dispositions, and consumers going away.
 
@@ -67,7 +74,7 @@ class Dispositions:
             whose credit to look at, consumers' deliveries to settle).
     """
 
-    def __init__(self, outcomes: Outcomes, redelivery: Redelivery, pending: Pending) -> None:
+    def __init__(self, outcomes: Outcomes, redelivery: Redeliverer, pending: Pending) -> None:
         self.outcomes = outcomes
         self.redelivery = redelivery
         self.streams = outcomes.streams
@@ -212,4 +219,4 @@ class Dispositions:
             self.outcomes.copy_done(ref, state)
 
 
-__all__ = ["Dispositions"]
+__all__ = ["Dispositions", "Redeliverer"]

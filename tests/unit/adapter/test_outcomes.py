@@ -18,7 +18,7 @@ from proton import Condition, Delivery, Link
 from router.adapter.forwarding.dispositions import Dispositions
 from router.adapter.forwarding.outcomes import LOST_UNDELIVERED, LOST_UNSETTLED, Outcomes
 from router.adapter.pending import Counters, Pending
-from router.core import InLink, OutLink, Transfer
+from router.core import InLink, OutLink, Stream, Transfer
 from router.core.settlement import ACCEPTED, MODIFIED, REJECTED, RELEASED
 from tests.unit.adapter.wire import Wire, encoded, record
 
@@ -40,7 +40,7 @@ def parts(forwards: bool = False) -> tuple[Pending, Outcomes, Dispositions, Fake
     pending = Pending()
     outcomes = Outcomes(pending, Counters())
     redelivery = FakeRedelivery(forwards)
-    dispositions = Dispositions(outcomes, redelivery, pending)  # type: ignore[arg-type]
+    dispositions = Dispositions(outcomes, redelivery, pending)
     return pending, outcomes, dispositions, redelivery
 
 
@@ -120,7 +120,7 @@ def test_a_transfer_holds_the_message_only_where_the_address_redelivers_and_it_i
     held = outcomes.transfer(d, il, b"x", record(redelivery_limit=2), None, None, None)
     assert held is not None and held.held is not None and held.held.data == b"x"
     streaming = outcomes.transfer(d, il, b"x", record(redelivery_limit=2), None, None,
-                                  object())  # type: ignore[arg-type]
+                                  Stream(d, il, 1))
     assert streaming is not None and streaming.held is None
     assert outcomes.transfer(None, il, b"x", record(), None, None, None) is None
     assert il in pending.credit, "a pre-settled message's credit comes back at once"
