@@ -156,10 +156,8 @@ class NetworkForwarding:
         ``stream`` as for ``Forwarder.route``."""
         network = self.router.network
         if info is None:
-            try:
-                info = self.reader.scan(data)
-            except MessageFormatError as exc:
-                self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
+            info = self._scanned(d, il, data)
+            if info is None:
                 return
         if self.router.uplink is not None:
             self._edge(d, il, data, record, info, ann, phase_override, stream)
@@ -328,12 +326,19 @@ class NetworkForwarding:
                 stream: Stream | None) -> None:
         """Send an anonymous sender's message up the anonymous uplink link."""
         if info is None:
-            try:
-                info = self.reader.scan(data)
-            except MessageFormatError as exc:
-                self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
+            info = self._scanned(d, il, data)
+            if info is None:
                 return
         self._edge(d, il, data, beyond, info, ann, None, stream)
+
+    def _scanned(self, d: Any, il: InLink, data: bytes) -> MessageInfo | None:
+        """What ``data`` says of itself, or None when it is not a message
+        (then rejected)."""
+        try:
+            return self.reader.scan(data)
+        except MessageFormatError as exc:
+            self.outcomes.finish(d, il, REJECTED, exc.condition, "invalid message format")
+            return None
 
     @staticmethod
     def upward_copy(il: InLink, data: bytes, info: MessageInfo,

@@ -162,23 +162,11 @@ class Uplink:
         self.downlink = down
         effects.append(AttachOwnLink(link=down, source=self.router_id,
                                      capabilities=(EDGE_DOWNLINK,)))
-        tracking = self._in(conn, None, None)
-        tracking.control = True
-        self.tracking = tracking
-        effects.append(AttachOwnLink(link=tracking, source=TRACKING_ADDRESS))
-        beat = self._out(conn, HEARTBEAT_ADDRESS, None)
-        beat.presettle = True
-        self.heartbeat = beat
-        effects.append(AttachOwnLink(link=beat, target=HEARTBEAT_ADDRESS))
+        self.tracking = self._control_in(conn, effects, source=TRACKING_ADDRESS)
+        self.heartbeat = self._presettled_out(conn, HEARTBEAT_ADDRESS, effects)
         self.next_beat = now + HEARTBEAT_INTERVAL_S / 2
-        ask = self._out(conn, LOOKUP_ADDRESS, None)
-        ask.presettle = True
-        self.lookup_out = ask
-        effects.append(AttachOwnLink(link=ask, target=LOOKUP_ADDRESS))
-        replies = self._in(conn, None, None)
-        replies.control = True
-        self.lookup_in = replies
-        effects.append(AttachOwnLink(link=replies, dynamic=True))
+        self.lookup_out = self._presettled_out(conn, LOOKUP_ADDRESS, effects)
+        self.lookup_in = self._control_in(conn, effects, dynamic=True)
         agent = self._out(conn, MANAGEMENT_ADDRESS, None)
         self.management = agent
         effects.append(AttachOwnLink(link=agent, target=MANAGEMENT_ADDRESS))
@@ -197,6 +185,22 @@ class Uplink:
             record: AddressRecord | None) -> InLink:
         link = InLink(self._link_id(), conn, name=self._name(), address=address, record=record)
         conn.in_links[link.link_id] = link
+        return link
+
+    def _control_in(self, conn: Connection, effects: list[Effect], source: str | None = None,
+                    dynamic: bool = False) -> InLink:
+        """An incoming link whose messages the router consumes itself,
+        attached from ``source`` (or a dynamic one)."""
+        link = self._in(conn, None, None)
+        link.control = True
+        effects.append(AttachOwnLink(link=link, source=source, dynamic=dynamic))
+        return link
+
+    def _presettled_out(self, conn: Connection, address: str, effects: list[Effect]) -> OutLink:
+        """An outgoing link to ``address`` whose messages go settled."""
+        link = self._out(conn, address, None)
+        link.presettle = True
+        effects.append(AttachOwnLink(link=link, target=address))
         return link
 
     def _out(self, conn: Connection, address: str, record: AddressRecord | None) -> OutLink:

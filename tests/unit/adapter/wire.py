@@ -105,6 +105,25 @@ class Wire:
         self.pump()
         return ours
 
+    def _record(self, incoming: bool, core: Router | None, name: str, address: str,
+                record: AddressRecord | None, ours: Link) -> InLink | OutLink:
+        """The router's record of the link whose router end is ``ours``:
+        the one ``core``'s attach decision binds, or a bare one on
+        ``record``."""
+        if core is None:
+            kind = InLink if incoming else OutLink
+            return kind(LinkId(next(_ids)), self.core, name=name, address=address,
+                        record=record, handle=ours._impl)
+        if incoming:
+            accepted: object = core.incoming_link_attached(
+                self.core, name=name, address=address, handle=ours._impl)[0]
+            assert isinstance(accepted, IncomingAccepted), accepted
+            return accepted.link
+        accepted = core.outgoing_link_attached(
+            self.core, name=name, address=address, handle=ours._impl)[0]
+        assert isinstance(accepted, OutgoingAccepted), accepted
+        return accepted.link
+
     # -- a producer: the peer sends, the router receives ------------------------------
 
     def producer(self, address: str = "q", record: AddressRecord | None = None,
@@ -114,14 +133,8 @@ class Wire:
         ``core``, the record is the one its attach decision binds."""
         name = f"p{next(_ids)}"
         sender = self.peer_session.sender(name)
-        receiver = self._pair(sender, address, credit)
-        if core is not None:
-            accepted, _ = core.incoming_link_attached(self.core, name=name, address=address,
-                                                      handle=receiver._impl)
-            assert isinstance(accepted, IncomingAccepted), accepted
-            return sender, accepted.link
-        il = InLink(LinkId(next(_ids)), self.core, name=name, address=address, record=record,
-                    handle=receiver._impl)
+        il = self._record(True, core, name, address, record, self._pair(sender, address, credit))
+        assert isinstance(il, InLink)
         return sender, il
 
     def arrive(self, sender: Link, body: str, settled: bool = False) -> tuple[Delivery, Delivery]:
@@ -156,14 +169,8 @@ class Wire:
         name = f"c{next(_ids)}"
         receiver = self.peer_session.receiver(name)
         sender = self._pair(receiver, address, credit)
-        if core is not None:
-            accepted, _ = core.outgoing_link_attached(self.core, name=name, address=address,
-                                                      handle=sender._impl)
-            assert isinstance(accepted, OutgoingAccepted), accepted
-            ol = accepted.link
-        else:
-            ol = OutLink(LinkId(next(_ids)), self.core, name=name, address=address,
-                         record=record, handle=sender._impl)
+        ol = self._record(False, core, name, address, record, sender)
+        assert isinstance(ol, OutLink)
         ol.credit = sender.credit
         return receiver, ol
 
