@@ -34,6 +34,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == pid:
+            found.append(int(entry.name))
+    return found
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a process."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -82,14 +97,15 @@ class RouterProcess:
     """A running router; ``ports`` are its listeners' bound ports, in order."""
 
     def __init__(self, conf_text: str, name: str = "bench", timeout: float = 60.0,
-                 flavour: Flavour = HOP) -> None:
+                 flavour: Flavour = HOP, args: tuple[str, ...] = (),
+                 ready: str = "Operational") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"hop-bench-{name}-"))
         self.conf = self.dir / "hopd.conf"
         self.conf.write_text(conf_text)
         self.log = self.dir / "hopd.log"
         self.started = started = time.perf_counter()
         with self.log.open("wb") as log:
-            self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf)],
+            self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf), *args],
                                          stdout=log, stderr=subprocess.STDOUT)
         expected = conf_text.count("listener {")
         deadline = time.monotonic() + timeout
@@ -97,8 +113,9 @@ class RouterProcess:
             # Both programs log their listeners (bound and listening) and then
             # "Operational" once the configuration is loaded.
             text = self.log.read_text(errors="replace")
-            ports = [int(m.group(2)) for m in _LISTENING.finditer(text)]
-            if len(ports) >= expected and "Operational" in text:
+            # Each of hopd's workers logs the listeners it serves: once each.
+            ports = list(dict.fromkeys(int(m.group(2)) for m in _LISTENING.finditer(text)))
+            if len(ports) >= expected and ready in text:
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -115,7 +132,8 @@ class RouterProcess:
         return f"127.0.0.1:{self.ports[0]}"
 
     def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
+        """CPU seconds of the router and of the processes it started (hopd's workers)."""
+        return sum(cpu_seconds(pid) for pid in [self.proc.pid, *children(self.proc.pid)])
 
     def rss(self) -> int:
         return rss_bytes(self.proc.pid)

@@ -100,6 +100,8 @@ def table(summary: dict[str, Record], descriptions: dict[str, str]) -> str:
             other.append(f"{s['kb_per_slow_connection']:.1f} kB per AMQP connection held "
                          f"mid-handshake{http}, {s['open_after_limit']:.0f} open "
                          f"{s['limit_s'] + 15:.0f} s on")
+        if "crossed_share" in s:
+            other.append(f"{100 * s['crossed_share']:.0f} % of messages crossed workers")
         if "kb_per_address" in s:
             other.append(f"{s['kb_per_address']:.2f} kB/address")
         if "startup_s" in s:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import resource
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from bench.processes import (
     self_signed,
     start,
 )
+from router.workers import worker_id
 
 Record = dict[str, Any]
 
@@ -579,6 +581,90 @@ SCENARIOS += [
 ]
 
 
+def _placed(argv: list[str], node: str | None, settle_s: float = 1.0) -> Any:
+    """Start a load generator; with ``node``, again until the router node
+    that accepts its connection is ``node`` (it exits 3 on another): the
+    placement of a flow's clients on one worker that a router could make
+    (docs/scaling.md#placing-clients).  A receiver still running after
+    ``settle_s`` stayed."""
+    if node is None:
+        return start(argv)
+    for _ in range(200):
+        proc = start([*argv, "--node", node])
+        try:
+            proc.wait(settle_s)
+        except subprocess.TimeoutExpired:  # it stayed
+            return proc
+        if proc.returncode != 3:
+            return proc  # finished (a sender) or failed: ``finish`` says which
+    raise RuntimeError(f"no connection landed on {node}")
+
+
+def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
+                 count: int = 2) -> Callable[[dict[str, Path], Scale], Record]:
+    """``count`` independent flows (a sender and a receiver each, their own
+    address, 100 B unsettled) at once through one router on ``workers``
+    workers (``hopd --workers``, qdrouterd's ``workerThreads``), all clients
+    on the one listener (docs/scaling.md#workers).  With ``placed`` (Hop),
+    each flow's clients are on one worker, flow i on worker i mod N;
+    without, where the kernel and the workers put them, and the share of
+    messages whose sender and receiver were on different workers is
+    reported.  CPU per message is the router's processes' CPU over all
+    messages."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        n = scale.count
+        router = "router {\n    mode: standalone\n    id: W\n"
+        if flavour is not HOP:
+            router += f"    workerThreads: {workers}\n"
+        conf = (router + "}\n" + listener(flavour)
+                + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
+        args: tuple[str, ...] = ("--workers", str(workers)) if flavour is HOP else ()
+        ready = f"Operational, {workers} workers" if flavour is HOP and workers > 1 \
+            else "Operational"
+        nodes = [worker_id("W", i % workers) if placed else None for i in range(count)]
+        with RouterProcess(conf, name=f"workers{workers}", flavour=flavour, args=args,
+                           ready=ready) as proc:
+            url = proc.url
+            recvs = [_placed(_recv_args(bins, url, f"flow{i}", n), nodes[i])
+                     for i in range(count)]
+            time.sleep(2.5)  # every address known to every worker
+            cpu0 = proc.cpu()
+            senders = [_placed(_send_args(bins, url, f"flow{i}", n, 100, False), nodes[i],
+                               settle_s=0.05) for i in range(count)]
+            sent = [finish(p, scale.timeout) for p in senders]
+            received = [finish(p, scale.timeout) for p in recvs]
+            cpu = proc.cpu() - cpu0
+        for one_sent, one_received in zip(sent, received, strict=True):
+            _check(one_sent, [one_received], n, False)
+        seconds = (max(r["end_ns"] for r in received) - min(s["start_ns"] for s in sent)) / 1e9
+        crossed = sum(1 for s, r in zip(sent, received, strict=True) if s["node"] != r["node"])
+        record: Record = {"messages": count * n, "rate": count * n / seconds,
+                          "router_cpu_s_per_100k": cpu * 100_000 / (count * n),
+                          "router_us_per_msg": cpu * 1e6 / (count * n),
+                          "latency_us": received[0]["latency_us"]}
+        if flavour is HOP:
+            record["crossed_share"] = crossed / count
+        return record
+    return run
+
+
+SCENARIOS += [
+    Scenario(name="workers1-flows2", kind="throughput", run=worker_flows(1, False),
+             description="two flows of 100 B at once, one router, one worker (docs/scaling.md)"),
+    Scenario(name="workers2-flows2", kind="throughput", run=worker_flows(2, False),
+             description="two flows, one router on two workers, clients where they land"),
+    Scenario(name="workers2-flows2-placed", kind="throughput", run=worker_flows(2, True),
+             description="two flows, one router on two workers, each flow's clients on one "
+                         "worker"),
+    Scenario(name="workers4-flows4", kind="throughput", run=worker_flows(4, False, count=4),
+             description="four flows, one router on four workers, clients where they land"),
+    Scenario(name="workers4-flows4-placed", kind="throughput",
+             run=worker_flows(4, True, count=4),
+             description="four flows, one router on four workers, each flow's clients on "
+                         "one worker"),
+]
+
+
 def line3_latency(rate: int,
                   flavour: Flavour = HOP) -> Callable[[dict[str, Path], Scale], Record]:
     def run(bins: dict[str, Path], scale: Scale) -> Record:
@@ -684,6 +770,15 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:flows2-1router", kind="throughput",
                  run=flows(1, flavour=flavour),
                  description=f"{flavour.name}, two flows at once through one router"),
+        Scenario(name=f"{flavour.name}:workers1-flows2", kind="throughput",
+                 run=worker_flows(1, False, flavour),
+                 description=f"{flavour.name}, two flows at once, workerThreads: 1"),
+        Scenario(name=f"{flavour.name}:workers2-flows2", kind="throughput",
+                 run=worker_flows(2, False, flavour),
+                 description=f"{flavour.name}, two flows at once, workerThreads: 2"),
+        Scenario(name=f"{flavour.name}:workers4-flows4", kind="throughput",
+                 run=worker_flows(4, False, flavour, count=4),
+                 description=f"{flavour.name}, four flows at once, workerThreads: 4"),
         Scenario(name=f"{flavour.name}:churn", kind="throughput", run=churn(flavour),
                  description=f"{flavour.name}, one router, connection churn "
                              "(rate = connections/s)"),

@@ -168,7 +168,7 @@ class RouterSection(Section):
             "workerThreads",
             IntegerType(1, 1024),
             "I/O threads",
-            ignored="hopd runs one event-loop thread",
+            ignored="hopd runs one worker unless started with --workers N",
         ),
     )
     debug_dump_file: str | None = attrs.field(

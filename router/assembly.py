@@ -67,6 +67,7 @@ from router.core.policy import Policy
 from router.core.routing import ProtocolTimers
 from router.core.watch import Watch
 from router.service import ServiceError
+from router.workers import WorkerPlan
 
 __all__ = ["Assembled", "assemble", "bind", "build_engine", "discovery_settings",
            "random_token"]
@@ -171,9 +172,35 @@ def _close(transports: Transports, conn: Connection, why: str) -> None:
         transports.close_connection(conn.handle, why)
 
 
-def bind(engine: Engine, listeners: Iterable[ListenerSettings]) -> list[Listener]:
-    """Open every listening socket; raises OSError if one cannot listen."""
-    return [engine.listeners.listen(settings) for settings in listeners]
+def bind(engine: Engine, listeners: Iterable[ListenerSettings],
+         worker: WorkerPlan | None = None) -> list[Listener]:
+    """Open every listening socket, or take a worker's (already listening,
+    in the same order); raises OSError if one cannot listen."""
+    if worker is None:
+        return [engine.listeners.listen(settings) for settings in listeners]
+    bound = [engine.listeners.listen(settings, sock)
+             for settings, sock in zip(listeners, worker.sockets, strict=True)]
+    if worker.mesh_socket is not None:
+        mesh = listener_settings(conf.ListenerSection(
+            name=MESH_NAME, host=worker.mesh_path(worker.index), port="0",
+            role=Role.INTER_ROUTER))
+        engine.listeners.listen(mesh, worker.mesh_socket)
+    return bound
+
+
+#: The name of a worker's listener and connectors for its siblings.
+MESH_NAME = "worker-mesh"
+
+
+def mesh_connectors(worker: WorkerPlan) -> list[ConnectorSettings]:
+    """A worker's connectors to the siblings before it (each pair of
+    workers is joined once: the later one connects)."""
+    if worker.mesh_socket is None:
+        return []
+    return [connector_settings(conf.ConnectorSection(
+        name=f"{MESH_NAME}-{j}", host=worker.mesh_path(j), port="0", role=Role.INTER_ROUTER,
+        initial_reconnect_delay=100, max_reconnect_delay=1000))
+        for j in range(worker.index)]
 
 
 #: With qdrouterd's test hooks (``-T``): the age of a stuck delivery and of a
@@ -215,7 +242,8 @@ def _refusing(sections: Iterable[_S], kind: str, settings: Callable[[_S], _T],
 
 def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
              tls_errors_stop: bool = True, test_hooks: bool = False,
-             raise_internal_errors: bool = False) -> Assembled:
+             raise_internal_errors: bool = False,
+             worker: WorkerPlan | None = None) -> Assembled:
     """Build the router ``cfg`` describes, open its listeners, join its group.
 
     ``tls_errors_stop`` False is qdrouterd's way with TLS: an sslProfile that
@@ -224,7 +252,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     (docs/security.md#tls). ``test_hooks`` (hopd's ``-T``, as qdrouterd's)
     flags stuck deliveries and blocked links after 3 s instead of 10.
     ``raise_internal_errors`` (tests) lets an unexpected exception handling
-    an event stop the router instead of being logged.
+    an event stop the router instead of being logged.  ``worker``: the
+    router is one worker of several (docs/scaling.md): its id, listening
+    sockets and siblings come from the plan.
 
     Raises:
         ServiceError: a listener cannot listen (status 1), the peer group cannot
@@ -232,6 +262,11 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     """
     mode = cfg.router.mode.value
     router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
+    interior = mode == "interior"
+    if worker is not None:
+        router_id = worker.router_id
+        # Workers joined as a local network speak the routing protocol.
+        interior = interior or worker.mesh_socket is not None
     table = AddressTable()
     for spec in cfg.addresses:
         table.add(spec)
@@ -239,7 +274,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     instance = int(time.time())
     core = Router(router_id=router_id, addresses=table,
                   default_distribution=r.default_distribution, token=random_token,
-                  interior=mode == "interior", edge=mode == "edge", instance=instance,
+                  interior=interior, edge=mode == "edge", instance=instance,
                   timers=ProtocolTimers(hello_interval_s=r.hello_interval_seconds,
                                         hello_max_age_s=r.hello_max_age_seconds,
                                         ra_interval_s=r.ra_interval_seconds,
@@ -266,6 +301,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                                   lambda s: listener_settings(s, profiles, cfg.router), broken)
             connectors = _refusing(cfg.connectors, "connector",
                                    lambda s: connector_settings(s, profiles), broken)
+        if worker is not None:
+            connectors += mesh_connectors(worker)
         sections = vhost_sections(cfg)
         policy = build_policy(cfg, sections)
     except (TlsError, SaslError, ValueError, conf.ConfError) as exc:
@@ -286,7 +323,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:
-        bound = bind(engine, listeners)
+        bound = bind(engine, listeners, worker)
     except OSError as exc:
         engine.close()
         raise ServiceError(f"Shutting down, required listener failed: {exc}") from None

@@ -22,7 +22,8 @@ import conf
 import router
 from router import logs, service
 from router.adapter import Engine
-from router.assembly import assemble
+from router.assembly import assemble, random_token
+from router.workers import Supervisor, WorkerPlan
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,10 @@ class ServiceOptions:
 
 
 def serve(cfg: conf.RouterConf, source: str,
-          options: ServiceOptions | None = None) -> int:
-    """Run the router described by ``cfg`` until SIGTERM/SIGINT.
+          options: ServiceOptions | None = None, worker: WorkerPlan | None = None) -> int:
+    """Run the router described by ``cfg`` until SIGTERM/SIGINT; with
+    ``worker``, as one worker of several (the supervisor owns the pidfile,
+    the daemon and the user: ``options`` has none).
 
     Returns the exit status: 0 after a clean stop, 1 when the router cannot
     start (a listener cannot listen, the pidfile is taken), 2 for a user it
@@ -104,7 +107,8 @@ def serve(cfg: conf.RouterConf, source: str,
         assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s,
                              tls_errors_stop=options.tls_errors_stop,
                              test_hooks=options.test_hooks,
-                             raise_internal_errors=options.raise_internal_errors)
+                             raise_internal_errors=options.raise_internal_errors,
+                             worker=worker)
     except service.ServiceError as exc:
         return fail(str(exc), exc.status)
     engine, router_id, bound = assembled.engine, assembled.router_id, assembled.bound
@@ -122,7 +126,14 @@ def serve(cfg: conf.RouterConf, source: str,
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())
     signal.signal(signal.SIGHUP, lambda *_: engine.defer(_on_sighup(engine)))
-    log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
+    if worker is not None:
+        log.log(logs.NOTICE, "Operational, worker %d of %d, node %s (process ID %d)",
+                worker.index, worker.count, router_id, os.getpid())
+        if worker.ready_fd is not None:
+            os.write(worker.ready_fd, b"1")
+            os.close(worker.ready_fd)
+    else:
+        log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, "
                               f"{len(bound)} listener{'s' if len(bound) != 1 else ''}",
                    f"MAINPID={os.getpid()}")
@@ -137,6 +148,75 @@ def serve(cfg: conf.RouterConf, source: str,
                 log.warning("%s", problem)
     log.log(logs.NOTICE, "Shut Down")
     return 0
+
+
+def serve_workers(cfg: conf.RouterConf, source: str, count: int,
+                  options: ServiceOptions | None = None) -> int:
+    """Run the router described by ``cfg`` as ``count`` worker processes
+    joined as one router (docs/scaling.md#workers) until SIGTERM/SIGINT.
+
+    This process is the supervisor: it owns the pidfile, the daemon and
+    the user, opens every listener once for all workers, and starts a
+    worker that dies again.  The exit status is ``serve``'s.
+    """
+    options = options or ServiceOptions()
+    daemon = service.Daemon() if options.daemon else None
+
+    def fail(message: str, status: int = 1) -> int:
+        log.critical("%s", message)
+        if daemon is not None:
+            daemon.failed(status, f"hopd: {message}")
+        return status
+
+    try:
+        if options.pidfile is not None:
+            service.check_pidfile(options.pidfile)
+    except service.ServiceError as exc:
+        click.echo(f"hopd: {exc}", err=True)
+        return exc.status
+    if daemon is not None:
+        daemon.detach()
+    mode = cfg.router.mode.value
+    router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
+    worker_options = attrs.evolve(options, daemon=False, pidfile=None, user=None)
+    supervisor = Supervisor(cfg, count, router_id,
+                            lambda plan: serve(cfg, source, worker_options, plan))
+    try:
+        supervisor.bind()
+        if options.user is not None:
+            supervisor.give_to(options.user)
+            service.drop_privileges(options.user)
+    except service.ServiceError as exc:
+        supervisor.close()
+        return fail(str(exc), exc.status)
+    except OSError as exc:
+        supervisor.close()
+        return fail(f"cannot set up the workers: {exc}")
+    failed = supervisor.start()
+    if failed:
+        return fail(f"a worker could not start (exit status {failed})", failed)
+    try:
+        if options.pidfile is not None:
+            service.write_pidfile(options.pidfile)
+    except service.ServiceError as exc:
+        supervisor.stop()
+        supervisor.run()
+        return fail(str(exc), exc.status)
+    log.log(logs.NOTICE, "Operational, %d workers, router %s (process ID %d)", count,
+            router_id, os.getpid())
+    service.notify("READY=1", f"STATUS=Operational, router {router_id}, {count} workers",
+                   f"MAINPID={os.getpid()}")
+    if daemon is not None:
+        daemon.ready()
+    try:
+        status = supervisor.run()
+    finally:
+        if options.pidfile is not None:
+            problem = service.remove_pidfile(options.pidfile)
+            if problem:
+                log.warning("%s", problem)
+    log.log(logs.NOTICE, "Shut Down")
+    return status
 
 
 def _notify_stopping() -> None:
@@ -193,11 +273,16 @@ def _reopen_logs() -> None:
                    "protocols or ciphers OpenSSL refuses): stop the start-up, or log it and "
                    "start, as qdrouterd does (a listener naming it closes every connection, "
                    "a connector naming it fails every attempt).")
+@click.option("--workers", "workers", type=click.IntRange(min=1, max=1024), default=None,
+              metavar="N",
+              help="Run the router on N cores: N worker processes seen from outside as one "
+                   "router (docs/scaling.md#workers). Default: 1.")
 @click.version_option(router.__version__, "-v", "--version", prog_name="hopd",
                       message=f"%(prog)s, version %(version)s ({router.installed_build()} build)")
 def hopd(config_path: str | None, check_path: str | None, daemon: bool,
          pidfile: str | None, user: str | None, include: tuple[str, ...],
-         test_hooks: bool, shutdown_grace_s: float, tls_errors: str) -> None:
+         test_hooks: bool, shutdown_grace_s: float, tls_errors: str,
+         workers: int | None) -> None:
     """Hop, an AMQP 1.0 message router."""
     if check_path is not None:
         try:
@@ -229,4 +314,9 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
                              tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks,
                              raise_internal_errors=os.environ.get(
                                  "HOP_RAISE_INTERNAL_ERRORS") == "1")
+    if workers is not None and workers > 1:
+        if cfg.discovery is not None:
+            click.echo("hopd: --workers does not go with a discovery group yet", err=True)
+            sys.exit(2)
+        sys.exit(serve_workers(cfg, source, workers, options))
     sys.exit(serve(cfg, source, options))

@@ -174,3 +174,20 @@ void hop_tune_malloc(void)
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
 }
+
+void hop_check_node(const char *prog, pn_connection_t *c, const char *node,
+                    char *seen, size_t size)
+{
+    const char *landed = pn_connection_remote_container(c);
+    snprintf(seen, size, "%s", landed ? landed : "");
+    for (char *p = seen; *p; p++) {
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) {
+            *p = '_';  /* printed in JSON as it is */
+        }
+    }
+    if (node != NULL && (landed == NULL || strcmp(landed, node) != 0)) {
+        fprintf(stderr, "%s: connected to node %s, not %s\n", prog,
+                landed ? landed : "(none)", node);
+        exit(3);
+    }
+}

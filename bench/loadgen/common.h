@@ -63,6 +63,13 @@ bool hop_opt_value(const char *prog, int argc, char **argv, int *i,
 /* A client transport (SASL ANONYMOUS unless no_sasl) or a server
  * transport (accepts SASL ANONYMOUS or a bare AMQP header). */
 pn_transport_t *hop_client_transport(bool no_sasl, bool tls);
+
+/* The router's container id (its node, with hopd --workers) is copied to
+ * `seen` (the summary's "node"); with --node NAME it must be NAME, or the
+ * program says where the connection landed and exits 3, so that the caller
+ * can try again (the benchmark's placement of clients). */
+void hop_check_node(const char *prog, pn_connection_t *c, const char *node,
+                    char *seen, size_t size);
 pn_transport_t *hop_server_transport(void);
 
 /* Keep large buffers (proton's frame and delivery buffers for big messages)

@@ -48,6 +48,8 @@ typedef struct {
     double timeout_s;
     double idle_s;            /* 0: wait for every message */
     bool no_sasl;
+    const char *node;         /* --node: the router node to be served by */
+    char node_seen[128];      /* the node that served it */
     bool tls;     /* amqps:// */
     uint32_t max_frame;       /* 0: proton's default (no limit) */
     uint64_t release_every;   /* 0: accept everything */
@@ -95,6 +97,7 @@ static void usage(void)
             "  --idle     stop, as done, once SECS pass with no message after the\n"
             "             first (for a router that may drop pre-settled messages)\n"
             "  --no-sasl  skip the SASL layer when connecting (default: SASL ANONYMOUS)\n"
+            "  --node     exit 3 unless the router's container id is NAME (connecting)\n"
             "  --max-frame  largest frame the peer may send us (default: no limit)\n"
             "  --release-every  release every Kth delivery instead of accepting it\n",
             prog);
@@ -117,6 +120,8 @@ static void parse_args(receiver_t *r, int argc, char **argv)
             r->listen = true;
         } else if (strcmp(a, "--no-sasl") == 0) {
             r->no_sasl = true;
+        } else if (hop_opt_value(prog, argc, argv, &i, "--node", &v)) {
+            r->node = v;
         } else if (hop_opt_value(prog, argc, argv, &i, "--count", &v)) {
             r->count = hop_parse_u64(prog, "--count", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--credit", &v)) {
@@ -378,6 +383,7 @@ static void handle(receiver_t *r, pn_event_t *e)
 
     case PN_CONNECTION_REMOTE_OPEN: {
         pn_connection_t *c = pn_event_connection(e);
+        hop_check_node(prog, c, r->node, r->node_seen, sizeof r->node_seen);
         if (pn_connection_state(c) & PN_LOCAL_UNINIT) {
             pn_connection_open(c);
         }
@@ -626,11 +632,12 @@ int main(int argc, char **argv)
         printf("{\"received\": %" PRIu64 ", \"released\": %" PRIu64
                ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
                ", \"seconds\": %.9f, \"rate\": %.1f, \"latency_us\": {\"p50\": %.3f"
-               ", \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f}}\n",
+               ", \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f}"
+               ", \"node\": \"%s\"}\n",
                n, r.released, r.first, r.last, secs, rate,
                pct_us(r.latency, n, 0.50), pct_us(r.latency, n, 0.90),
                pct_us(r.latency, n, 0.99), pct_us(r.latency, n, 0.999),
-               (double)r.latency[n - 1] / 1000.0);
+               (double)r.latency[n - 1] / 1000.0, r.node_seen);
         fflush(stdout);
     }
     if (r.listener != NULL) {

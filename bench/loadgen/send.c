@@ -2,7 +2,7 @@
  * hop-send: AMQP 1.0 load generator (sending side) for the Hop benchmarks.
  *
  *   hop-send URL ADDRESS [--count N] [--size S] [--presettled] [--rate R]
- *                        [--timeout SECS] [--no-sasl]
+ *                        [--timeout SECS] [--no-sasl] [--node NAME]
  *
  * Sends N messages whose body is one Data section of S bytes; the last 8
  * bytes of every message (the end of the body) carry the CLOCK_MONOTONIC
@@ -42,6 +42,8 @@ typedef struct {
     double rate;
     double timeout_s;
     bool no_sasl;
+    const char *node;         /* --node: the router node to be served by */
+    char node_seen[128];      /* the node that served it */
     bool tls;     /* amqps:// */
 
     /* proton */
@@ -81,7 +83,8 @@ static void usage(void)
             "  --presettled  send pre-settled (default: unsettled, wait for outcomes)\n"
             "  --rate     messages per second, 0 = as fast as credit allows (default 0)\n"
             "  --timeout  give up after SECS seconds (default 60)\n"
-            "  --no-sasl  skip the SASL layer (default: SASL ANONYMOUS)\n",
+            "  --no-sasl  skip the SASL layer (default: SASL ANONYMOUS)\n"
+            "  --node     exit 3 unless the router's container id is NAME\n",
             prog);
     exit(2);
 }
@@ -103,6 +106,8 @@ static void parse_args(sender_t *s, int argc, char **argv)
             s->presettled = true;
         } else if (strcmp(a, "--no-sasl") == 0) {
             s->no_sasl = true;
+        } else if (hop_opt_value(prog, argc, argv, &i, "--node", &v)) {
+            s->node = v;
         } else if (hop_opt_value(prog, argc, argv, &i, "--count", &v)) {
             s->count = hop_parse_u64(prog, "--count", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--size", &v)) {
@@ -310,6 +315,11 @@ static void arm_timer(sender_t *s)
 static void handle(sender_t *s, pn_event_t *e)
 {
     switch (pn_event_type(e)) {
+    case PN_CONNECTION_REMOTE_OPEN:
+        hop_check_node(prog, pn_event_connection(e), s->node, s->node_seen,
+                       sizeof s->node_seen);
+        break;
+
     case PN_CONNECTION_INIT: {
         pn_connection_t *c = pn_event_connection(e);
         pn_connection_open(c);
@@ -498,9 +508,9 @@ int main(int argc, char **argv)
         printf("{\"sent\": %" PRIu64 ", \"accepted\": %" PRIu64 ", \"released\": %" PRIu64
                ", \"rejected\": %" PRIu64 ", \"modified\": %" PRIu64
                ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
-               ", \"seconds\": %.9f, \"rate\": %.1f}\n",
+               ", \"seconds\": %.9f, \"rate\": %.1f, \"node\": \"%s\"}\n",
                s.sent, s.accepted, s.released, s.rejected, s.modified,
-               s.t0, s.t1, secs, rate);
+               s.t0, s.t1, secs, rate, s.node_seen);
         fflush(stdout);
     }
     pn_proactor_free(s.proactor);

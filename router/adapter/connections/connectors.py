@@ -97,6 +97,10 @@ class Connectors:
                       " CA" if connector.settings.refused_ca else "", connector.address, refused)
             self._failed(connector, "its sslProfile did not load")
             return
+        if peer.host.startswith("/"):  # a Unix socket: a worker's mesh (docs/scaling.md)
+            connector.address = f"unix:{peer.host}"
+            self._open(connector, socket.AF_UNIX, peer.host)
+            return
         # The address family follows the host as written: IPv6 only for an
         # IPv6 literal (qdrouterd's socketAddressFamily is not used).
         family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
@@ -127,7 +131,7 @@ class Connectors:
             return
         self._open(connector, family, address)
 
-    def _open(self, connector: Connector, family: int, address: tuple[str, int]) -> None:
+    def _open(self, connector: Connector, family: int, address: tuple[str, int] | str) -> None:
         """Start a non-blocking connect to ``address``."""
         try:
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -158,7 +162,8 @@ class Connectors:
             sock.close()
             self._failed(connector, os.strerror(error))
             return
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = self.transports.start(sock, connector.settings, connector.address, connector)
         log.info("[C%d] Connected to %s", conn.core.conn_id, connector.address)
         connector.message = f"[C{conn.core.conn_id}] Connected to {connector.address}"

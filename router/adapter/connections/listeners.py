@@ -56,17 +56,12 @@ class Listeners:
         # The earliest end of a listener's pause in accepting (out of descriptors).
         self._resume_at: float | None = None
 
-    def listen(self, settings: ListenerSettings) -> Listener:
-        """Open one listening socket (at start-up or at run time); raises OSError."""
-        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((settings.host, settings.port))
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
+    def listen(self, settings: ListenerSettings, sock: socket.socket | None = None) -> Listener:
+        """Open one listening socket (at start-up or at run time), or serve
+        ``sock``, one already listening (a worker's, docs/scaling.md);
+        raises OSError."""
+        if sock is None:
+            sock = listening_socket(settings.host, settings.port)
         sock.setblocking(False)
         listener = Listener(settings, sock)
         self.listeners[sock.fileno()] = listener
@@ -126,6 +121,9 @@ class Listeners:
                 sock.close()
                 continue
             sock.setblocking(False)
+            if sock.family == socket.AF_UNIX:
+                self.adopt(sock, listener, f"unix:{listener.host}")
+                continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.adopt(sock, listener, f"{addr[0]}:{addr[1]}")
 
@@ -223,4 +221,19 @@ def accepted(listener: Listener, now: float) -> None:
                 listener.host, listener.port, failures, "" if failures == 1 else "s")
 
 
-__all__ = ["HttpHandoff", "Listeners", "Upgrades", "accepted"]
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host``:``port`` (blocking); raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+__all__ = ["HttpHandoff", "Listeners", "Upgrades", "accepted", "listening_socket"]
+

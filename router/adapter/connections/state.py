@@ -27,7 +27,9 @@ class Listener:
     def __init__(self, settings: ListenerSettings, sock: socket.socket) -> None:
         self.settings = settings
         self.sock = sock
-        host, port = sock.getsockname()[:2]
+        name = sock.getsockname()
+        # A Unix socket (a worker's mesh, docs/scaling.md) has a path, no port.
+        host, port = (name, 0) if isinstance(name, str) else name[:2]
         self.host: str = host
         self.port: int = port
         # Paused while ``accept`` fails for want of descriptors or memory.

@@ -1,0 +1,323 @@
+"""One router on several cores: a supervisor and its worker processes
+(docs/scaling.md#workers).
+
+Owns the supervisor's side: binding every listener of the conf file once
+(the workers inherit the listening sockets and accept from them, so each
+listener is one port whoever serves it), the Unix sockets that join the
+workers as a local router network, starting the workers (``os.fork``,
+each running a whole router through the ``run`` callable it is given),
+waiting until each is operational, passing SIGTERM, SIGINT and SIGHUP on,
+and starting a worker again after it died.  It runs no event loop and
+touches no connection: what a worker does is ``router.cli.serve`` with a
+``WorkerPlan``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pwd
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+
+import attrs
+
+import conf
+from router import logs
+from router.adapter.connections.listeners import listening_socket
+from router.service import ServiceError
+
+__all__ = ["Supervisor", "WorkerPlan", "worker_id"]
+
+log = logging.getLogger(__name__)
+
+#: The signals the supervisor waits for (blocked, then taken with sigwaitinfo).
+_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+#: A worker that ran this long before it died is started again at once;
+#: one that died sooner waits twice as long as the last time, up to
+#: ``MAX_RESTART_DELAY_S``.
+STEADY_S = 30.0
+FIRST_RESTART_DELAY_S = 0.5
+MAX_RESTART_DELAY_S = 30.0
+#: A worker that raised out of ``run``.
+_CRASHED = 70
+
+
+def worker_id(router_id: str, index: int) -> str:
+    """Worker ``index``'s node id: the router's own for the first, then
+    ``<id>.w<index>`` (docs/scaling.md#workers)."""
+    return router_id if index == 0 else f"{router_id}.w{index}"
+
+
+@attrs.frozen(kw_only=True)
+class WorkerPlan:
+    """What one worker is given: which it is, its node id, the listening
+    sockets of the conf file's listeners (in their order), and its place in
+    the mesh (None: the workers are not joined, as edge routers)."""
+
+    index: int
+    count: int
+    router_id: str
+    sockets: tuple[socket.socket, ...]
+    mesh_dir: str | None = None
+    mesh_socket: socket.socket | None = None
+    #: Written to once the worker is operational.
+    ready_fd: int | None = None
+
+    def mesh_path(self, index: int) -> str:
+        """The Unix socket worker ``index`` accepts its siblings on."""
+        assert self.mesh_dir is not None
+        return _mesh_path(self.mesh_dir, index)
+
+
+def _mesh_path(folder: str, index: int) -> str:
+    return os.path.join(folder, f"w{index}")
+
+
+@attrs.define
+class _Worker:
+    index: int
+    pid: int = 0
+    started: float = 0.0
+    #: While dead and waiting to start again: when.
+    restart_at: float | None = None
+    delay_s: float = FIRST_RESTART_DELAY_S
+
+
+class Supervisor:
+    """N workers of the router ``cfg`` describes.
+
+    Args:
+        cfg: the conf file.
+        count: how many workers.
+        router_id: the router's id (the conf's, or one made up once for all).
+        run: runs a worker's router in the child process until it stops;
+            returns its exit status.
+    """
+
+    def __init__(self, cfg: conf.RouterConf, count: int, router_id: str,
+                 run: Callable[[WorkerPlan], int]) -> None:
+        self.cfg = cfg
+        self.count = count
+        self.router_id = router_id
+        self.run_worker = run
+        self.sockets: list[socket.socket] = []
+        self.mesh_dir: str | None = None
+        self.mesh: list[socket.socket] = []
+        self.workers = [_Worker(i) for i in range(count)]
+        self.stopping = False
+        self.status = 0
+
+    # -- before the workers ------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Open every listener of the conf file and the mesh's sockets.
+
+        Raises:
+            ServiceError: a listener cannot listen (status 1).
+        """
+        try:
+            for section in self.cfg.listeners:
+                host = section.host or "0.0.0.0"
+                sock = listening_socket(host, conf.port_number(section.port))
+                self.sockets.append(sock)
+        except OSError as exc:
+            self.close()
+            raise ServiceError(f"Shutting down, required listener failed: {exc}") from None
+        if self.cfg.router.mode.value == "edge":
+            return  # each worker is an edge router of its own uplink
+        self.mesh_dir = tempfile.mkdtemp(prefix="hopd-workers-")
+        for index in range(self.count):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(_mesh_path(self.mesh_dir, index))
+            sock.listen(128)
+            self.mesh.append(sock)
+
+    def give_to(self, user: str) -> None:
+        """The mesh's folder and sockets to ``user``, whom the workers will run as."""
+        if self.mesh_dir is None:
+            return
+        entry = pwd.getpwnam(user)
+        for path in [self.mesh_dir, *(_mesh_path(self.mesh_dir, i) for i in range(self.count))]:
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def start(self) -> int:
+        """Start every worker and wait until each is operational: 0, or the
+        exit status of the first that could not start (the others are
+        stopped)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        pipes = {}
+        for worker in self.workers:
+            pipes[worker.index] = self._spawn(worker, ready=True)
+        failed = 0
+        for worker in self.workers:
+            fd = pipes[worker.index]
+            with os.fdopen(fd, "rb") as ready:
+                if ready.read(1) == b"":
+                    _, status = os.waitpid(worker.pid, 0)
+                    worker.pid = 0
+                    failed = failed or _exit_status(status) or 1
+        if failed:
+            self.stop()
+            while any(w.pid for w in self.workers):
+                self._reap(os.wait())
+            self.close()
+        return failed
+
+    # -- running -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Wait for signals and dead workers until every worker has stopped
+        after SIGTERM or SIGINT; the exit status (0: each stopped cleanly)."""
+        while True:
+            timeout = self._next_restart()
+            if timeout is None:
+                info = signal.sigwaitinfo(_SIGNALS)
+                signo = info.si_signo
+            else:
+                got = signal.sigtimedwait(_SIGNALS, max(0.0, timeout - time.monotonic()))
+                signo = got.si_signo if got is not None else 0
+            if signo in (signal.SIGTERM, signal.SIGINT):
+                self.stop()
+            elif signo == signal.SIGHUP:
+                self._signal_all(signal.SIGHUP)
+            elif signo == signal.SIGCHLD:
+                self._reap_all()
+            if not self.stopping:
+                self._restart_due()
+            elif not any(w.pid for w in self.workers):
+                self.close()
+                return self.status
+
+    def stop(self) -> None:
+        """SIGTERM to every worker (a second call: each ends at once, as a
+        second signal to one router does)."""
+        if not self.stopping:
+            log.log(logs.NOTICE, "Stopping %d workers", self.count)
+        self.stopping = True
+        for worker in self.workers:
+            worker.restart_at = None
+        self._signal_all(signal.SIGTERM)
+
+    def close(self) -> None:
+        """Close the listening sockets and remove the mesh's folder."""
+        for sock in [*self.sockets, *self.mesh]:
+            sock.close()
+        self.sockets.clear()
+        self.mesh.clear()
+        if self.mesh_dir is not None:
+            shutil.rmtree(self.mesh_dir, ignore_errors=True)
+            self.mesh_dir = None
+
+    def pids(self) -> list[int]:
+        """The live workers' process ids, in worker order (0: not running)."""
+        return [w.pid for w in self.workers]
+
+    # -- workers -----------------------------------------------------------------------
+
+    def _plan(self, index: int, ready_fd: int | None = None) -> WorkerPlan:
+        return WorkerPlan(index=index, count=self.count,
+                          router_id=worker_id(self.router_id, index),
+                          sockets=tuple(self.sockets), mesh_dir=self.mesh_dir,
+                          mesh_socket=self.mesh[index] if self.mesh else None,
+                          ready_fd=ready_fd)
+
+    def _spawn(self, worker: _Worker, ready: bool) -> int:
+        """Fork ``worker``; with ``ready``, the read end of the pipe it
+        writes to once operational."""
+        read_fd, write_fd = os.pipe() if ready else (-1, -1)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            status = _CRASHED
+            try:
+                if read_fd >= 0:
+                    os.close(read_fd)
+                for signo in _SIGNALS:
+                    signal.signal(signo, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+                # Out of the terminal's process group: ^C reaches the
+                # supervisor alone, which passes it on once.
+                os.setpgid(0, 0)
+                os.environ.pop("NOTIFY_SOCKET", None)  # the supervisor speaks to systemd
+                status = self.run_worker(self._plan(worker.index,
+                                                    write_fd if write_fd >= 0 else None))
+            except SystemExit as exc:
+                status = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # the child ends here, whatever happened
+                traceback.print_exc()
+            finally:
+                logging.shutdown()
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(status)
+        if write_fd >= 0:
+            os.close(write_fd)
+        worker.pid = pid
+        worker.started = time.monotonic()
+        log.info("Worker %d started (process ID %d)", worker.index, pid)
+        return read_fd
+
+    def _signal_all(self, signo: int) -> None:
+        for worker in self.workers:
+            if worker.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signo)
+
+    def _reap_all(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._reap((pid, status))
+
+    def _reap(self, waited: tuple[int, int]) -> None:
+        pid, status = waited
+        worker = next((w for w in self.workers if w.pid == pid), None)
+        if worker is None:
+            return
+        worker.pid = 0
+        code = _exit_status(status)
+        if self.stopping:
+            self.status = self.status or code
+            return
+        lived = time.monotonic() - worker.started
+        worker.delay_s = FIRST_RESTART_DELAY_S if lived >= STEADY_S \
+            else min(MAX_RESTART_DELAY_S, worker.delay_s * 2)
+        delay = 0.0 if lived >= STEADY_S else worker.delay_s
+        worker.restart_at = time.monotonic() + delay
+        log.error("Worker %d (process ID %d) %s; starting it again in %.1f s",
+                  worker.index, pid, _describe(status), delay)
+
+    def _next_restart(self) -> float | None:
+        due = [w.restart_at for w in self.workers if w.restart_at is not None]
+        return min(due) if due else None
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for worker in self.workers:
+            if worker.restart_at is not None and worker.restart_at <= now:
+                worker.restart_at = None
+                self._spawn(worker, ready=False)
+
+
+def _exit_status(status: int) -> int:
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with status {_exit_status(status)}"

@@ -1,0 +1,138 @@
+"""``hopd --workers N``: one router on N worker processes
+(docs/scaling.md#workers): one port, messages between clients of any
+workers, a killed worker started again while the others go on, one
+SIGTERM stopping them all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+from proton import Delivery
+from proton.utils import ConnectionClosed
+
+from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
+from tests.system.conftest import StartRouter
+from tests.system.harness import Hop, router_conf
+from tests.waiting import wait_for
+
+WORKERS = ("--workers", "2")
+
+
+def _started(start_router: StartRouter, *args: str) -> Hop:
+    hop = start_router(router_conf(router_id="W"), args=(*WORKERS, *args))
+    hop.wait_log(r"Operational, 2 workers, router W")
+    return hop
+
+
+def _worker_pid(hop: Hop, index: int) -> int:
+    """The live process of worker ``index``: the last one the log started."""
+    found = re.findall(rf"Worker {index} started \(process ID (\d+)\)", hop.log_text())
+    assert found, hop.log_text()
+    return int(found[-1])
+
+
+def _node_of(url: str) -> str:
+    """The node a new connection to ``url`` lands on (its container id)."""
+    conn = connect(url)
+    try:
+        return str(conn.conn.remote_container)
+    finally:
+        conn.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too: its parent has not reaped it yet.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ")[1][0] != "Z"
+
+
+def test_one_port_serves_every_worker_and_messages_cross(start_router: StartRouter) -> None:
+    hop = _started(start_router)
+    seen: set[str] = set()
+    deadline = time.monotonic() + 20
+    while seen != {"W", "W.w1"} and time.monotonic() < deadline:
+        seen.add(_node_of(hop.url))
+    assert seen == {"W", "W.w1"}, "every worker accepts on the one port"
+    # Producers and consumers land on either worker: every message arrives,
+    # whether it stays on a worker or crosses to the other.
+    for i in range(8):
+        assert deliver_across(hop.url, hop.url, f"q{i}", f"m{i}") == Delivery.ACCEPTED
+
+
+def test_a_killed_worker_is_started_again_and_the_other_goes_on(
+        start_router: StartRouter) -> None:
+    hop = _started(start_router)
+    # A local flow on worker 0: producer and consumer on one connection.
+    conn = connect(hop.url)
+    while str(conn.conn.remote_container) != "W":
+        conn.close()
+        conn = connect(hop.url)
+    receiver = conn.create_receiver("local", credit=100)
+    sender = conn.create_sender("local")
+    wait_all([conn], lambda: sender.link.credit > 0, 10, "credit")
+    first = _worker_pid(hop, 1)
+    before = [send_async(sender, f"before {i}") for i in range(5)]
+    os.kill(first, signal.SIGKILL)
+    hop.wait_log(r"Worker 1 \(process ID \d+\) was killed by SIGKILL; starting it again")
+    after = [send_async(sender, f"after {i}") for i in range(5)]
+    bodies = [m.body for m in receive_all(receiver, 10)]
+    assert bodies == [f"before {i}" for i in range(5)] + [f"after {i}" for i in range(5)]
+    wait_all([conn], lambda: all(d.settled for d in before + after), 15, "every outcome")
+    assert {d.remote_state for d in before + after} == {Delivery.ACCEPTED}
+    conn.close()
+    wait_for(lambda: _worker_pid(hop, 1) != first, 15, "worker 1 started again")
+    hop.wait_log(r"Operational, worker 1 of 2, node W.w1 \(process ID "
+                 rf"{_worker_pid(hop, 1)}\)")
+    assert not _alive(first)
+    # The new worker serves clients and is joined to the other again.
+    seen: set[str] = set()
+    deadline = time.monotonic() + 20
+    while "W.w1" not in seen and time.monotonic() < deadline:
+        seen.add(_node_of(hop.url))
+    assert "W.w1" in seen
+    assert deliver_across(hop.url, hop.url, "again", "m") == Delivery.ACCEPTED
+
+
+def test_sigterm_stops_every_worker_and_sighup_reaches_each(start_router: StartRouter,
+                                                           tmp_path: Path) -> None:
+    pidfile = tmp_path / "hopd.pid"
+    hop = _started(start_router, "--pidfile", str(pidfile))
+    assert int(pidfile.read_text()) == hop.proc.pid, "one pidfile: the supervisor's"
+    workers = [_worker_pid(hop, 0), _worker_pid(hop, 1)]
+    hop.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: hop.log_text().count("Log files reopened") == 2, 10,
+             "each worker reopened its log files")
+    assert hop.stop() == 0
+    assert not any(_alive(pid) for pid in workers)
+    assert not pidfile.exists()
+    assert "Stopping 2 workers" in hop.log_text()
+
+
+def test_a_message_in_flight_when_stopping_gets_its_outcome(start_router: StartRouter) -> None:
+    hop = _started(start_router)
+    conn = connect(hop.url)
+    receiver = conn.create_receiver("drain", credit=10)
+    sender = conn.create_sender("drain")
+    wait_all([conn], lambda: sender.link.credit > 0, 10, "credit")
+    delivery = send_async(sender, "late")
+    wait_all([conn], lambda: receiver.fetcher.has_message, 10, "the message")
+    hop.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    receiver.receive(timeout=1)
+    receiver.accept()
+    # The worker settles the delivery, then closes the connection: the
+    # client may read both in one go.
+    with contextlib.suppress(ConnectionClosed):
+        wait_all([conn], lambda: delivery.settled, 10, "the outcome")
+    assert delivery.settled
+    assert delivery.remote_state == Delivery.ACCEPTED
+    assert hop.proc.wait(15) == 0
