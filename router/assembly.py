@@ -42,6 +42,7 @@ from router.adapter.connections.certificates import Certificates
 from router.adapter.connections.connectors import Connectors
 from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrades
 from router.adapter.connections.peergroup import DiscoverySettings, PeerGroup
+from router.adapter.connections.settings import MESH_NAME
 from router.adapter.connections.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.connections.transports import Transports
 from router.adapter.effects import Effects
@@ -101,13 +102,16 @@ def build_engine(*, core: Router, router_id: str,
                  clock: Callable[[], float] = time.monotonic,
                  shutdown_grace_s: float = 0.0, management: bool = True,
                  stuck_s: float | None = None, idle_streaming_links: int = IDLE_KEPT,
-                 raise_internal_errors: bool = False) -> Engine:
+                 raise_internal_errors: bool = False,
+                 worker: WorkerPlan | None = None) -> Engine:
     """Build every part of the adapter around ``core`` and wire them.
 
     Listeners are opened afterwards (``bind``), and a peer group joined
     (``engine.group.join``).  Without ``management`` the router serves no
-    ``$management`` node (in-process tests and measurements).
+    ``$management`` node (in-process tests and measurements).  ``worker``:
+    the router is one worker of several (docs/scaling.md#workers).
     """
+    index, count = (worker.index, worker.count) if worker is not None else (0, 1)
     section = section if section is not None else conf.RouterSection()
     policy = policy if policy is not None else Policy()
     profiles = tls_profiles if tls_profiles is not None else {}
@@ -119,7 +123,7 @@ def build_engine(*, core: Router, router_id: str,
     forwarder = Forwarder(core, router_id, pending, clock, trunks)
     relay = Relay(pending, forwarder.buffer)
     departures = Departures(links, forwarder, relay)
-    transports = Transports(loop, pending, router_id)
+    transports = Transports(loop, pending, router_id, first_id=index + 1, id_step=count)
     logs.on_change(transports, transports.trace_all)
     own = OwnLinks(core, links, departures, sessions, relay, pending, transports.by_connection,
                    clock)
@@ -131,7 +135,7 @@ def build_engine(*, core: Router, router_id: str,
                       attaching.lookup_answered)
     stats = RouterStats(core=core, router_id=router_id, section=section,
                         connections=transports, links=links, counters=forwarder.counters,
-                        clock=clock)
+                        clock=clock, workers=count)
     handoff: HttpHandoff = deque()
     listeners = Listeners(loop, transports, policy, handoff)
     connector_part = Connectors(loop, transports, list(connectors))
@@ -142,8 +146,11 @@ def build_engine(*, core: Router, router_id: str,
                         policy_section=policy_section or conf.PolicySection(),
                         vhost_sections=vhost_sections if vhost_sections is not None else {},
                         group=group, clock=clock)
-    node = ManagementNode(core, forwarder, agent, effects.apply, policy,
-                          raise_internal_errors) if management else None
+    node = ManagementNode(
+        core, forwarder, agent, effects.apply, policy, raise_internal_errors,
+        siblings=worker.siblings() if worker is not None else (),
+        group_id=worker.group if worker is not None else router_id,
+        clock=clock) if management else None
     console = Console(agent=agent, apply=effects.apply, policy=policy, node=node,
                       router_id=router_id, edge_mode=core.edge_mode, defer=loop.defer,
                       clock=clock)
@@ -160,6 +167,8 @@ def build_engine(*, core: Router, router_id: str,
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
                  console, CoreTimers(core, effects.apply)):
         loop.add_part(part)
+    if node is not None and node.workers is not None:
+        loop.add_part(node.workers)
     return Engine(router=core, loop=loop, transports=transports, events=events,
                   forwarder=forwarder, listeners=listeners, connectors=connector_part,
                   certificates=certificates, group=group,
@@ -187,9 +196,6 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings],
         engine.listeners.listen(mesh, worker.mesh_socket)
     return bound
 
-
-#: The name of a worker's listener and connectors for its siblings.
-MESH_NAME = "worker-mesh"
 
 
 def mesh_connectors(worker: WorkerPlan) -> list[ConnectorSettings]:
@@ -313,7 +319,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           shutdown_grace_s=shutdown_grace_s,
                           stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None,
                           idle_streaming_links=TEST_HOOKS_IDLE_STREAMING if test_hooks
-                          else IDLE_KEPT, raise_internal_errors=raise_internal_errors)
+                          else IDLE_KEPT, raise_internal_errors=raise_internal_errors,
+                          worker=worker)
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
     log.getChild("router").info("Version: %s", __version__)

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import router
 from router import logs, service
 from router.adapter import Engine
 from router.assembly import assemble, random_token
-from router.workers import Supervisor, WorkerPlan
+from router.workers import Joined, Supervisor, WorkerPlan
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +130,7 @@ def serve(cfg: conf.RouterConf, source: str,
     if worker is not None:
         log.log(logs.NOTICE, "Operational, worker %d of %d, node %s (process ID %d)",
                 worker.index, worker.count, router_id, os.getpid())
-        if worker.ready_fd is not None:
-            os.write(worker.ready_fd, b"1")
-            os.close(worker.ready_fd)
+        engine.loop.add_part(Joined(engine.router, worker, time.monotonic))
     else:
         log.log(logs.NOTICE, "Operational, 1 Threads Running (process ID %d)", os.getpid())
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, "

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import pwd
+import select
 import shutil
 import signal
 import socket
@@ -32,9 +33,10 @@ import attrs
 import conf
 from router import logs
 from router.adapter.connections.listeners import listening_socket
+from router.core import Router
 from router.service import ServiceError
 
-__all__ = ["Supervisor", "WorkerPlan", "worker_id"]
+__all__ = ["Joined", "Supervisor", "WorkerPlan", "reachable", "worker_id"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ FIRST_RESTART_DELAY_S = 0.5
 MAX_RESTART_DELAY_S = 30.0
 #: A worker that raised out of ``run``.
 _CRASHED = 70
+#: How long a worker waits for routes to its siblings before it says it
+#: is ready all the same.
+JOIN_TIMEOUT_S = 15.0
 
 
 def worker_id(router_id: str, index: int) -> str:
@@ -64,12 +69,22 @@ class WorkerPlan:
 
     index: int
     count: int
+    #: The router's id (worker 0's node id).
+    group: str
+    #: This worker's node id.
     router_id: str
     sockets: tuple[socket.socket, ...]
     mesh_dir: str | None = None
     mesh_socket: socket.socket | None = None
     #: Written to once the worker is operational.
     ready_fd: int | None = None
+
+    def siblings(self) -> tuple[str, ...]:
+        """The node ids of the workers this one is joined to (none for
+        edge routers' workers, which are not joined)."""
+        if self.mesh_dir is None:
+            return ()
+        return tuple(worker_id(self.group, i) for i in range(self.count) if i != self.index)
 
     def mesh_path(self, index: int) -> str:
         """The Unix socket worker ``index`` accepts its siblings on."""
@@ -79,6 +94,50 @@ class WorkerPlan:
 
 def _mesh_path(folder: str, index: int) -> str:
     return os.path.join(folder, f"w{index}")
+
+
+def reachable(core: Router, nodes: tuple[str, ...]) -> bool:
+    """Whether ``core`` has a route to each of ``nodes``."""
+    network = core.network
+    if network is None:
+        return not nodes
+    routed = {n.id for n in network.protocol.node_table() if not n.is_self and n.cost is not None}
+    return set(nodes) <= routed
+
+
+class Joined:
+    """A part of a worker's loop until the worker has routes to all its
+    siblings: then it tells the supervisor it is ready (after
+    ``JOIN_TIMEOUT_S`` it does so anyway, with a warning), so that the
+    router is operational only once its workers are one."""
+
+    def __init__(self, core: Router, plan: WorkerPlan, clock: Callable[[], float]) -> None:
+        self.core = core
+        self.siblings = plan.siblings()
+        self.fd = plan.ready_fd
+        self.clock = clock
+        self.give_up_at = clock() + JOIN_TIMEOUT_S
+        self.check_at = clock()
+
+    def next_deadline(self) -> float | None:
+        return None if self.fd is None else self.check_at
+
+    def tick(self, now: float) -> None:
+        if self.fd is None or now < self.check_at:
+            return
+        if not reachable(self.core, self.siblings):
+            if now < self.give_up_at:
+                self.check_at = now + 0.05
+                return
+            log.warning("No route to every other worker after %g s; ready all the same",
+                        JOIN_TIMEOUT_S)
+        os.write(self.fd, b"1")
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @attrs.define
@@ -153,17 +212,23 @@ class Supervisor:
         exit status of the first that could not start (the others are
         stopped)."""
         signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        pipes = {}
-        for worker in self.workers:
-            pipes[worker.index] = self._spawn(worker, ready=True)
+        pipes = {self._spawn(worker, ready=True): worker for worker in self.workers}
         failed = 0
-        for worker in self.workers:
-            fd = pipes[worker.index]
-            with os.fdopen(fd, "rb") as ready:
-                if ready.read(1) == b"":
+        while pipes and not failed:
+            got = signal.sigtimedwait({signal.SIGTERM, signal.SIGINT}, 0)
+            if got is not None:
+                failed = 128 + got.si_signo  # stopped before it was operational
+                break
+            readable, _, _ = select.select(list(pipes), [], [], 0.05)
+            for fd in readable:
+                worker = pipes.pop(fd)
+                if os.read(fd, 1) == b"":  # it ended before it was operational
                     _, status = os.waitpid(worker.pid, 0)
                     worker.pid = 0
-                    failed = failed or _exit_status(status) or 1
+                    failed = _exit_status(status) or 1
+                os.close(fd)
+        for fd in pipes:
+            os.close(fd)
         if failed:
             self.stop()
             while any(w.pid for w in self.workers):
@@ -223,7 +288,7 @@ class Supervisor:
     # -- workers -----------------------------------------------------------------------
 
     def _plan(self, index: int, ready_fd: int | None = None) -> WorkerPlan:
-        return WorkerPlan(index=index, count=self.count,
+        return WorkerPlan(index=index, count=self.count, group=self.router_id,
                           router_id=worker_id(self.router_id, index),
                           sockets=tuple(self.sockets), mesh_dir=self.mesh_dir,
                           mesh_socket=self.mesh[index] if self.mesh else None,

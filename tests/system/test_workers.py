@@ -11,13 +11,15 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from proton import Delivery
-from proton.utils import ConnectionClosed
+from proton.utils import BlockingConnection, ConnectionClosed
 
 from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
+from tests.system.mgmt import PREFIX, Management
 from tests.waiting import wait_for
 
 WORKERS = ("--workers", "2")
@@ -136,3 +138,68 @@ def test_a_message_in_flight_when_stopping_gets_its_outcome(start_router: StartR
     assert delivery.settled
     assert delivery.remote_state == Delivery.ACCEPTED
     assert hop.proc.wait(15) == 0
+
+
+def _on_each_worker(url: str, count: int = 2) -> list[BlockingConnection]:
+    """Client connections until each of ``count`` workers serves one (the
+    others opened on the way are closed)."""
+    chosen: dict[str, BlockingConnection] = {}
+    deadline = time.monotonic() + 20
+    while len(chosen) < count and time.monotonic() < deadline:
+        conn = connect(url)
+        node = str(conn.conn.remote_container)
+        if node in chosen:
+            conn.close()
+        else:
+            chosen[node] = conn
+    assert len(chosen) == count, f"only {sorted(chosen)} took connections"
+    return [chosen[node] for node in sorted(chosen)]
+
+
+def _local_query(mgmt: Management, entity_type: str) -> list[dict[str, Any]]:
+    """A QUERY one worker answers for itself alone, through the router network."""
+    status, description, body = mgmt.request(
+        {"attributeNames": []}, operation="QUERY", type="org.amqp.management", name="self",
+        entityType=PREFIX + entity_type, hopWorkerLocal=True)
+    assert status == 200, description
+    return [dict(zip(body["attributeNames"], row, strict=True)) for row in body["results"]]
+
+
+def test_management_shows_and_changes_the_whole_router(start_router: StartRouter) -> None:
+    hop = _started(start_router)
+    clients = _on_each_worker(hop.url)
+    receivers = [c.create_receiver(f"seen.{i}", credit=5) for i, c in enumerate(clients)]
+    assert len(receivers) == 2
+    mgmt = Management(hop.url)
+    try:
+        first = mgmt.query("connection")
+        listed = [c for c in first if c["role"] == "normal"]
+        # Both clients and the management connection, whichever worker has them;
+        # not the workers' own connections to each other.
+        assert len(listed) == 3, listed
+        assert not [c for c in mgmt.query("connection") if c["role"] == "inter-router"]
+        assert len({c["identity"] for c in listed}) == 3, "identities are the router's"
+        addresses = {a["name"]: a for a in mgmt.query("router.address")}
+        assert addresses["M0seen.0"]["subscriberCount"] == 1
+        assert addresses["M0seen.1"]["subscriberCount"] == 1
+        [router] = mgmt.query("router")
+        assert router["id"] == "W"
+        assert router["workerThreads"] == 2
+        assert router["connectionCount"] == 3
+        # A change to the configuration is made on every worker.
+        status, description, _ = mgmt.request(
+            {"prefix": "made", "distribution": "multicast"}, operation="CREATE",
+            type=PREFIX + "router.config.address", name="made")
+        assert status == 201, description
+        for node in ("W", "W.w1"):
+            one = Management(hop.url, f"_topo/0/{node}/$management")
+            try:
+                made = [a for a in _local_query(one, "router.config.address")
+                        if a["name"] == "made"]
+                assert made, f"the address made on {node}"
+            finally:
+                one.close()
+    finally:
+        mgmt.close()
+        for c in clients:
+            c.close()

@@ -24,6 +24,7 @@ from router.adapter.connections.ports import ConnectionControl, ConnectorControl
 from router.adapter.connections.settings import (
     SaslError,
     connector_settings,
+    internal,
     listener_settings,
     vhost_from_section,
 )
@@ -85,7 +86,7 @@ class ConnectionEntities(ReadOnly):
     def rows(self) -> Iterable[Row]:
         now = self._clock()
         rows: list[Row] = []
-        for conn in self._connections.conns.values():
+        for conn in self._connections.listed():
             if conn.closed or conn.deadline:
                 # Gone, or closed by this side and waiting for the peer's
                 # answer: as in qdrouterd, no longer listed.
@@ -140,7 +141,7 @@ class ConnectionEntities(ReadOnly):
                 value = value.lower() == "true"  # as qdmanage sends it
             if not isinstance(value, bool):
                 raise ManagementError(400, "enableProtocolTrace must be a boolean")
-            for conn in self._connections.conns.values():
+            for conn in self._connections.listed():
                 if str(conn.core.conn_id) == row["identity"]:
                     conn.protocol_trace = value
                     tracing.apply(conn)
@@ -154,7 +155,7 @@ class ConnectionEntities(ReadOnly):
                                        f"not {status!r}")
         if status == "enabled":
             return Changed(row=row)
-        for conn in self._connections.conns.values():
+        for conn in self._connections.listed():
             if str(conn.core.conn_id) == row["identity"]:
                 if conn.core.role in (Role.INTER_ROUTER, Role.EDGE):
                     raise ManagementError(
@@ -200,6 +201,8 @@ class ListenerEntities(ReadOnly):
     def _rows(self) -> list[tuple[Row, Listener]]:
         rows = []
         for listener in self._listeners.listeners.values():
+            if internal(listener.settings.name):
+                continue
             section = listener.settings.section
             row: Row = conf.section_attributes(section) if section is not None else {}
             identity = f"listener/{listener.host}:{listener.port}"
@@ -255,6 +258,8 @@ class ConnectorEntities(ReadOnly):
         rows = []
         now = self._clock()
         for connector in self._connectors.connectors:
+            if internal(connector.settings.name):
+                continue
             s = connector.settings
             # A connector made at run time for a discovered peer has no section.
             section = s.section or conf.ConnectorSection(
@@ -527,7 +532,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "connector": ConnectorEntities(connectors, certificates, clock),
         "connection": ConnectionEntities(connections, clock, core),
         "router.link": RouterLinks(
-            lambda: sample_credit(c.core for c in connections.conns.values()), clock),
+            lambda: sample_credit(c.core for c in connections.listed()), clock),
         "router.address": RouterAddresses(core),
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),

@@ -18,6 +18,9 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+import attrs
+
+from router.adapter.admin.workers import SiblingAgents
 from router.adapter.forwarding.forwarder import Forwarder
 from router.core import (
     Connection,
@@ -35,7 +38,8 @@ from router.core import (
 from router.core.amqp import PeerProtocolError
 from router.core.policy import Grant, Policy
 from router.core.settlement import ACCEPTED, REJECTED
-from router.management import Agent, Response, decode_request, encode_response
+from router.management import Agent, Request, Response, decode_request, encode_response
+from router.management.workers import Plan, plan
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +73,19 @@ class ManagementNode:
         policy: who may make which request.
         raise_internal_errors: a request that fails unexpectedly is logged and
             dropped; tests raise its exception instead.
+        siblings: the other workers' node ids, when the router runs on
+            several (docs/scaling.md#workers): requests about the whole
+            router are answered with theirs.
+        group_id: the id of the router the workers are (what its ``router``
+            entity shows).
+        clock: monotonic seconds.
     """
 
     def __init__(self, router: Router, forwarder: Forwarder, agent: Agent,
                  apply: Callable[[list[Effect]], None], policy: Policy,
-                 raise_internal_errors: bool = False) -> None:
+                 raise_internal_errors: bool = False, siblings: tuple[str, ...] = (),
+                 group_id: str = "",
+                 clock: Callable[[], float] | None = None) -> None:
         self.raise_internal_errors = raise_internal_errors
         self.router = router
         self.policy = policy
@@ -92,6 +104,15 @@ class ManagementNode:
         # Responses enter routing as if a client had sent them, pre-settled.
         self.sender = InLink(LinkId(0), self.conn, name="$management-reply", address=None,
                              record=None)
+        #: The other workers' agents (None: one worker); a part of the loop.
+        self.workers: SiblingAgents | None = None
+        if siblings:
+            assert clock is not None
+            self.workers = SiblingAgents(
+                siblings=siblings, known=self.routed, attach=self.attach_in_process,
+                send=self.send,
+                consumed=self.consumed, reply=self._reply, router_id=router.router_id,
+                group_id=group_id, clock=clock)
 
     # -- for the console, which asks other routers' agents ------------------------------
 
@@ -117,6 +138,12 @@ class ManagementNode:
         for a router that is in none)."""
         network = self.router.network
         return network is None or any(n.id == router_id for n in network.protocol.node_table())
+
+    def routed(self, router_id: str) -> bool:
+        """Whether this router has a route to ``router_id`` now."""
+        network = self.router.network
+        return network is not None and any(
+            n.id == router_id and n.cost is not None for n in network.protocol.node_table())
 
     def _queued(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         self.pending.append((data, ref))
@@ -154,11 +181,24 @@ class ManagementNode:
         refusal = self._refusal(ref, operation, str(request.properties.get("type", "")))
         if refusal is not None:
             log.info("management %s refused by policy: %s", operation, refusal)
-            response = Response(status=403, description=refusal)
+            self._reply(request, Response(status=403, description=refusal))
+            return
+        how = plan(request.properties) if self.workers is not None else Plan.ALONE
+        if how is Plan.QUERY:
+            # Every worker's rows are paged once merged.
+            props = {k: v for k, v in request.properties.items() if k not in ("offset", "count")}
+            response = self.agent.handle(attrs.evolve(request, properties=props))
         else:
             response = self.agent.handle(request)
         if response.effects:
             self.apply(list(response.effects))
+        if self.workers is not None:
+            self.workers.answer(request, how, response)
+        else:
+            self._reply(request, response)
+
+    def _reply(self, request: Request, response: Response) -> None:
+        assert request.reply_to is not None
         reply = encode_response(response, to=request.reply_to,
                                 correlation_id=request.correlation_id)
         self.forwarder.route(None, self.sender, reply)

@@ -61,11 +61,13 @@ class RouterStats:
         links: the link table (with the counts of the links gone).
         counters: the per-message parts' router-wide counts.
         clock: monotonic clock (seconds), for links' time without credit.
+        workers: how many workers the router runs on (docs/scaling.md#workers).
     """
 
     def __init__(self, *, core: Router, router_id: str, section: conf.RouterSection,
                  connections: ConnectionControl, links: Links, counters: Counters,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], workers: int = 1) -> None:
+        self._workers = workers
         self._core = core
         self._router_id = router_id
         self._section = section
@@ -76,12 +78,12 @@ class RouterStats:
         self._started = time.monotonic()
 
     def connections(self) -> Iterable[Connection]:
-        return [conn.core for conn in self._connections.conns.values()]
+        return [conn.core for conn in self._connections.listed()]
 
     def links(self) -> Iterable[LinkStatistics]:
         now = self._clock()
         found: list[LinkStatistics] = []
-        for conn in self._connections.conns.values():
+        for conn in self._connections.listed():
             found.extend(link_statistics(il, now) for il in conn.core.in_links.values())
             found.extend(link_statistics(ol, now) for ol in conn.core.out_links.values())
         return found
@@ -103,7 +105,7 @@ class RouterStats:
         outcomes on incoming links) plus those gone, the address records'
         and the per-message parts' own."""
         core = self._core
-        conns = sample_credit(conn.core for conn in self._connections.conns.values())
+        conns = sample_credit(conn.core for conn in self._connections.listed())
         totals = dict(self._links.retired)
         for conn in conns:
             for end in conn.routed.values():
@@ -160,7 +162,7 @@ class RouterStats:
                          else core.edges.lookups if core.edges is not None else 0),
             uptimeSeconds=int(time.monotonic() - self._started),
             memoryUsage=_memory_bytes(),
-            workerThreads=1,
+            workerThreads=self._workers,
         )
 
 

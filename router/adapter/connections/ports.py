@@ -44,6 +44,9 @@ class ConnectionControl(Protocol):
     @property
     def conns(self) -> Mapping[int, Conn]: ...
 
+    def listed(self) -> list[Conn]:
+        """The connections management shows."""
+
     def close_connection(self, conn: Conn, why: str) -> None: ...
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from proton import SASL
@@ -23,6 +23,17 @@ MAX_SESSIONS = 32768
 
 class SaslError(Exception):
     """A SASL setting that cannot be used (exit status 2 at start-up)."""
+
+
+#: The name of a worker's listener and connectors for its sibling workers
+#: (docs/scaling.md#workers): their connections are the router's own, not
+#: listed by management.
+MESH_NAME: Final = "worker-mesh"
+
+
+def internal(name: str | None) -> bool:
+    """Whether a listener or connector of this name joins a router's workers."""
+    return name is not None and name.startswith(MESH_NAME)
 
 
 @attrs.frozen(kw_only=True)

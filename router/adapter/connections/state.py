@@ -15,7 +15,7 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, Transport, symbol
 
 import router
-from router.adapter.connections.settings import ConnectorSettings, ListenerSettings
+from router.adapter.connections.settings import ConnectorSettings, ListenerSettings, internal
 from router.adapter.pn import decoded, lib
 from router.core import Connection, Role
 from router.core.reconnect import AcceptBackoff, Endpoint, Failover
@@ -73,7 +73,7 @@ class Conn:
     """
 
     __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
-                 "holds", "opened",
+                 "holds", "internal", "opened",
                  "peer", "protocol_trace", "settings", "sock", "ssl", "started",
                  "tptr", "tracing", "user", "want_write", "ws")
 
@@ -86,6 +86,9 @@ class Conn:
         self.settings = settings
         self.connector = connector
         self.cost = settings.cost
+        #: A connection between two workers of this router
+        #: (docs/scaling.md#workers): management does not list it.
+        self.internal = internal(settings.name)
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
         #: The WebSocket framing around the AMQP bytes (``router.adapter.connections.websockets``;

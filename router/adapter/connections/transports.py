@@ -58,7 +58,8 @@ class Transports:
         router_id: the container id a connecting side announces.
     """
 
-    def __init__(self, loop: EventLoop, pending: Pending, router_id: str) -> None:
+    def __init__(self, loop: EventLoop, pending: Pending, router_id: str,
+                 first_id: int = 1, id_step: int = 1) -> None:
         self.loop = loop
         self.clock = loop.clock
         self.router_id = router_id
@@ -72,12 +73,20 @@ class Transports:
         self.by_connection: dict[Any, Conn] = {}
         #: Connections whose transport has ended, to be torn down.
         self.finished: list[Conn] = []
-        self._next_conn_id = 0
+        # Connection ids: first_id, then every id_step (workers of one router
+        # number theirs apart, docs/scaling.md#workers).
+        self._next_conn_id = first_id - id_step
+        self._id_step = id_step
         self._rbuf = bytearray(_IO_BUFFER)
         self._rcbuf = ffi.from_buffer(self._rbuf)
         self._wbuf = bytearray(_IO_BUFFER)
         self._wcbuf = ffi.from_buffer(self._wbuf)
         self._wview = memoryview(self._wbuf)
+
+    def listed(self) -> list[Conn]:
+        """The connections management shows: all but those between this
+        router's workers (docs/scaling.md#workers)."""
+        return [conn for conn in self.conns.values() if not conn.internal]
 
     # -- starting --------------------------------------------------------------------
 
@@ -86,7 +95,7 @@ class Transports:
         """Serve ``sock`` (non-blocking) as an AMQP connection with settings ``s``:
         accepted by a listener, or made by ``connector``; with ``ws``, the
         AMQP bytes travel in WebSocket messages."""
-        self._next_conn_id += 1
+        self._next_conn_id += self._id_step
         core = Connection(ConnectionId(self._next_conn_id), role=s.role,
                           link_capacity=s.link_capacity, strip_in=s.strip_in,
                           strip_out=s.strip_out, name=s.name)
