@@ -57,6 +57,7 @@ from router.adapter.events import Events
 from router.adapter.forwarding.forwarder import Forwarder
 from router.adapter.forwarding.relay import Relay
 from router.adapter.http.console import Console
+from router.adapter.http.gathered import GatheredMetrics
 from router.adapter.http.metrics import CONTENT_TYPE, Exposition
 from router.adapter.http.server import HttpServer
 from router.adapter.loop.eventloop import EventLoop
@@ -154,8 +155,13 @@ def build_engine(*, core: Router, router_id: str,
     console = Console(agent=agent, apply=effects.apply, policy=policy, node=node,
                       router_id=router_id, edge_mode=core.edge_mode, defer=loop.defer,
                       clock=clock)
-    http = HttpServer(loop, Exposition(stats), CONTENT_TYPE, handoff,
-                      Upgrades(transports, policy), console)
+    exposition = Exposition(stats)
+    metrics: Callable[[Callable[[bytes], None]], None] = exposition.scrape
+    gathered = None
+    if node is not None and node.workers is not None:
+        # The whole router's metrics, from every worker (docs/scaling.md#workers).
+        metrics = gathered = GatheredMetrics(node, exposition, router_id, clock)
+    http = HttpServer(loop, metrics, CONTENT_TYPE, handoff, Upgrades(transports, policy), console)
     endpoints = EndpointEvents(transports, opening, attaching, pending, effects.apply)
     teardown = Teardown(router=core, transports=transports, departures=departures, own=own,
                         policy=policy, connectors=connector_part, pending=pending,
@@ -169,6 +175,8 @@ def build_engine(*, core: Router, router_id: str,
         loop.add_part(part)
     if node is not None and node.workers is not None:
         loop.add_part(node.workers)
+    if gathered is not None:
+        loop.add_part(gathered)
     return Engine(router=core, loop=loop, transports=transports, events=events,
                   forwarder=forwarder, listeners=listeners, connectors=connector_part,
                   certificates=certificates, group=group,

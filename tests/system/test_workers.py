@@ -18,8 +18,9 @@ from proton.utils import BlockingConnection, ConnectionClosed
 
 from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
 from tests.system.conftest import StartRouter
-from tests.system.harness import Hop, router_conf
+from tests.system.harness import LISTENING, Hop, router_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.waiting import wait_for
 
 WORKERS = ("--workers", "2")
@@ -203,3 +204,30 @@ def test_management_shows_and_changes_the_whole_router(start_router: StartRouter
         mgmt.close()
         for c in clients:
             c.close()
+
+
+def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
+    hop = start_router(router_conf(HTTP_LISTENER, router_id="W"), listeners=2, args=WORKERS)
+    hop.wait_log(r"Operational, 2 workers, router W")
+    amqp, http_port = dict.fromkeys(int(m.group(2)) for m in LISTENING.finditer(hop.log_text()))
+    clients = _on_each_worker(f"amqp://127.0.0.1:{amqp}")
+    try:
+        # Three messages accepted on each worker, each flow on its own worker.
+        for i, conn in enumerate(clients):
+            receiver = conn.create_receiver(f"metered.{i}", credit=10)
+            sender = conn.create_sender(f"metered.{i}")
+            wait_all([conn], lambda s=sender: s.link.credit > 0, 10, "credit")
+            sent = [send_async(sender, n) for n in range(3)]
+            receive_all(receiver, 3)
+            wait_all([conn], lambda d=sent: all(x.settled for x in d), 10, "outcomes")
+        status, _, samples = scrape(http_port)
+        assert status == 200
+        # Whichever worker answered, it counts both workers' deliveries and
+        # clients (the scrape's own HTTP connection is not an AMQP one).
+        assert samples["qdr_accepted_deliveries_total"] == 6
+        assert samples["qdr_connections_total"] == 2
+        assert samples["hop_connections{role=normal}"] == 2
+        assert samples["hop_connections{role=inter-router}"] == 0
+    finally:
+        for conn in clients:
+            conn.close()

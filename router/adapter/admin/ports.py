@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from router.core import Connection
+from router.core import Role
 from router.management.statistics import AddressStatistics, LinkStatistics, RouterStatistics
 
 
@@ -21,8 +21,8 @@ class RouterView(Protocol):
     def statistics(self) -> RouterStatistics:
         """The router-wide counts."""
 
-    def connections(self) -> Iterable[Connection]:
-        """The core's records of the open connections."""
+    def connection_roles(self) -> Iterable[Role]:
+        """The role of each open connection."""
 
     def links(self) -> Iterable[LinkStatistics]:
         """The statistics of every link of every open connection."""

@@ -20,7 +20,7 @@ import router
 from router.adapter.connections.ports import ConnectionControl
 from router.adapter.endpoints.links import Links, sample_credit
 from router.adapter.pending import Counters
-from router.core import AddressRecord, Connection, Router, tally
+from router.core import AddressRecord, Role, Router, tally
 from router.management.sources import (
     IN_PROCESS_CONNECTION,
     address_statistics,
@@ -77,8 +77,8 @@ class RouterStats:
         self._clock = clock
         self._started = time.monotonic()
 
-    def connections(self) -> Iterable[Connection]:
-        return [conn.core for conn in self._connections.listed()]
+    def connection_roles(self) -> Iterable[Role]:
+        return [conn.core.role for conn in self._connections.listed()]
 
     def links(self) -> Iterable[LinkStatistics]:
         now = self._clock()

@@ -14,7 +14,7 @@ per-link-kind series under ``hop_*`` and the process's memory and CPU
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -88,12 +88,12 @@ class RouterCollector(Collector):
 
     def _connections(self) -> Iterator[Metric]:
         by_role: dict[str, int] = {role.value: 0 for role in Role}
-        for conn in self._view.connections():
-            by_role[conn.role.value] += 1
+        for role in self._view.connection_roles():
+            by_role[role.value] += 1
         family = GaugeMetricFamily("hop_connections", "open connections by role",
                                    labels=["role"])
-        for role, count in by_role.items():
-            family.add_metric([role], count)
+        for name, count in by_role.items():
+            family.add_metric([name], count)
         yield family
 
     @staticmethod
@@ -120,3 +120,7 @@ class Exposition:
 
     def __call__(self) -> bytes:
         return bytes(generate_latest(self._registry))
+
+    def scrape(self, done: Callable[[bytes], None]) -> None:
+        """Give ``done`` the text (as the HTTP server asks for it)."""
+        done(self())

@@ -30,7 +30,7 @@ from router.adapter.connections import websockets
 from router.adapter.connections.listeners import HttpHandoff, Upgrades
 from router.adapter.connections.state import Listener
 from router.adapter.connections.tls_pipe import TlsPipe, looks_like_tls
-from router.adapter.http.console import Console, HttpCall, is_console_path
+from router.adapter.http.console import Console, HttpCall, Reply, is_console_path
 from router.adapter.loop.eventloop import READ, WRITE, EventLoop
 
 __all__ = ["HttpServer", "static_file"]
@@ -97,14 +97,17 @@ class HttpServer:
     Args:
         loop: where the connections are watched (``loop.stopping`` makes
             ``/healthz`` answer 503).
-        metrics: the exposition ``/metrics`` answers with, and its content type.
+        metrics: makes what ``/metrics`` answers with and gives it to the
+            callable it is called with (now, or once the other workers of
+            the router answered), and its content type.
         handoff: the sockets the HTTP listeners accepted, taken at the next tick.
         upgrades: takes a WebSocket upgrade as an AMQP connection (None:
             upgrades are answered as plain requests).
         console: serves the web console and its JSON endpoint (None: no console).
     """
 
-    def __init__(self, loop: EventLoop, metrics: Callable[[], bytes], metrics_type: str,
+    def __init__(self, loop: EventLoop, metrics: Callable[[Callable[[bytes], None]], None],
+                 metrics_type: str,
                  handoff: HttpHandoff, upgrades: Upgrades | None = None,
                  console: Console | None = None) -> None:
         self._loop = loop
@@ -322,9 +325,8 @@ class HttpServer:
             if method not in (b"GET", b"HEAD"):
                 self._send(conn, 405, b"method not allowed\n", "text/plain")
                 return
-            body = self._metrics()
-            self._send(conn, 200, body if method == b"GET" else b"", self._metrics_type,
-                       length=len(body))
+            self._later(fd, conn, listener, method == b"HEAD", lambda reply: self._metrics(
+                lambda body: reply(200, body, self._metrics_type, ())))
         elif path == b"/healthz" and settings.healthz:
             ok = not self._loop.stopping
             body = b"OK\n" if ok else b"shutting down\n"
@@ -356,7 +358,14 @@ class HttpServer:
                         origin=headers.get(b"origin"), host_header=headers.get(b"host"),
                         settings=listener.settings, encrypted=tls is not None,
                         certificate=tls.peer_certificate() if tls is not None else None)
-        head = request.method == b"HEAD"
+        console = self.console
+        self._later(fd, conn, listener, request.method == b"HEAD",
+                    lambda reply: console.serve(call, reply))
+
+    def _later(self, fd: int, conn: _HttpConn, listener: Listener, head: bool,
+               start: Callable[[Reply], None]) -> None:
+        """Have ``start`` answer the request, now or later by the reply it is
+        given (until then the connection's next requests wait)."""
         answered = False
         synchronous = True
 
@@ -377,7 +386,7 @@ class HttpServer:
                     self._flush(fd, conn)
 
         conn.waiting = True
-        self.console.serve(call, reply)
+        start(reply)
         synchronous = False
 
     def _file(self, conn: _HttpConn, root: str, request: h11.Request) -> None:

@@ -60,8 +60,9 @@ class Served:
         self.loop = EventLoop(self.clock)
         self.handoff: HttpHandoff = deque()
         self.upgrades = upgrades or FakeUpgrades()
-        self.server = HttpServer(self.loop, lambda: b"hop_up 1\n", "text/plain; version=0.0.4",
-                                 self.handoff, self.upgrades)  # type: ignore[arg-type]
+        self.server = HttpServer(self.loop, lambda done: done(b"hop_up 1\n"),
+                                 "text/plain; version=0.0.4", self.handoff,
+                                 self.upgrades)  # type: ignore[arg-type]
         self.listening = socket.socket()
         self.listening.bind(("127.0.0.1", 0))
         section = conf.ListenerSection(host="127.0.0.1", port="0", http=True)
