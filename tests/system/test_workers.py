@@ -231,3 +231,19 @@ def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
     finally:
         for conn in clients:
             conn.close()
+
+
+def test_the_conf_files_worker_threads_and_the_option_over_it(start_router: StartRouter) -> None:
+    conf_text = router_conf(router_id="W").replace("    id: W\n",
+                                                    "    id: W\n    workerThreads: 2\n")
+    hop = start_router(conf_text, name="threads")
+    hop.wait_log(r"Operational, 2 workers, router W")
+    mgmt = Management(hop.url)
+    try:
+        [router] = mgmt.query("router", "workerThreads")
+        assert router["workerThreads"] == 2
+    finally:
+        mgmt.close()
+    one = start_router(conf_text, name="one", args=("--workers", "1"))
+    one.wait_log(r"Operational, 1 Threads Running")
+    assert "Worker 0 started" not in one.log_text()
