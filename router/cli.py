@@ -201,8 +201,9 @@ def serve_workers(cfg: conf.RouterConf, source: str, count: int,
         supervisor.stop()
         supervisor.run()
         return fail(str(exc), exc.status)
-    log.log(logs.NOTICE, "Operational, %d workers, router %s (process ID %d)", count,
-            router_id, os.getpid())
+    # qdrouterd's line, which tools that read its logs wait for.
+    log.log(logs.NOTICE, "Operational, %d Threads Running (process ID %d)", count, os.getpid())
+    log.info("Router %s runs on %d workers", router_id, count)
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, {count} workers",
                    f"MAINPID={os.getpid()}")
     if daemon is not None:

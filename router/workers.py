@@ -80,10 +80,8 @@ class WorkerPlan:
     ready_fd: int | None = None
 
     def siblings(self) -> tuple[str, ...]:
-        """The node ids of the workers this one is joined to (none for
-        edge routers' workers, which are not joined)."""
-        if self.mesh_dir is None:
-            return ()
+        """The node ids of the other workers (joined to this one, or for an
+        edge router's workers, reached through the interior)."""
         return tuple(worker_id(self.group, i) for i in range(self.count) if i != self.index)
 
     def mesh_path(self, index: int) -> str:
@@ -113,7 +111,8 @@ class Joined:
 
     def __init__(self, core: Router, plan: WorkerPlan, clock: Callable[[], float]) -> None:
         self.core = core
-        self.siblings = plan.siblings()
+        # An edge router's workers are not joined: each is ready at once.
+        self.siblings = () if core.edge_mode else plan.siblings()
         self.fd = plan.ready_fd
         self.clock = clock
         self.give_up_at = clock() + JOIN_TIMEOUT_S

@@ -28,7 +28,7 @@ WORKERS = ("--workers", "2")
 
 def _started(start_router: StartRouter, *args: str) -> Hop:
     hop = start_router(router_conf(router_id="W"), args=(*WORKERS, *args))
-    hop.wait_log(r"Operational, 2 workers, router W")
+    hop.wait_log(r"Operational, 2 Threads Running")
     return hop
 
 
@@ -208,7 +208,7 @@ def test_management_shows_and_changes_the_whole_router(start_router: StartRouter
 
 def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
     hop = start_router(router_conf(HTTP_LISTENER, router_id="W"), listeners=2, args=WORKERS)
-    hop.wait_log(r"Operational, 2 workers, router W")
+    hop.wait_log(r"Operational, 2 Threads Running")
     amqp, http_port = dict.fromkeys(int(m.group(2)) for m in LISTENING.finditer(hop.log_text()))
     clients = _on_each_worker(f"amqp://127.0.0.1:{amqp}")
     try:
@@ -237,7 +237,7 @@ def test_the_conf_files_worker_threads_and_the_option_over_it(start_router: Star
     conf_text = router_conf(router_id="W").replace("    id: W\n",
                                                     "    id: W\n    workerThreads: 2\n")
     hop = start_router(conf_text, name="threads")
-    hop.wait_log(r"Operational, 2 workers, router W")
+    hop.wait_log(r"Operational, 2 Threads Running")
     mgmt = Management(hop.url)
     try:
         [router] = mgmt.query("router", "workerThreads")
@@ -247,3 +247,75 @@ def test_the_conf_files_worker_threads_and_the_option_over_it(start_router: Star
     one = start_router(conf_text, name="one", args=("--workers", "1"))
     one.wait_log(r"Operational, 1 Threads Running")
     assert "Worker 0 started" not in one.log_text()
+
+
+def test_deliveries_held_by_a_killed_worker_get_an_outcome(start_router: StartRouter) -> None:
+    hop = _started(start_router)
+    producer, consumer = _on_each_worker(hop.url)  # on W and on W.w1
+    try:
+        receiver = consumer.create_receiver("held", credit=20)
+        sender = producer.create_sender("held")
+        wait_all([producer, consumer], lambda: sender.link.credit > 0, 15, "credit")
+        sent = [send_async(sender, i) for i in range(10)]
+        # The consumer on worker 1 has them all and settles none.
+        wait_all([producer, consumer], lambda: len(receiver.fetcher.incoming) == 10, 15,
+                 "the messages at the consumer")
+        os.kill(_worker_pid(hop, 1), signal.SIGKILL)
+        with contextlib.suppress(ConnectionClosed):
+            wait_all([producer], lambda: all(d.settled for d in sent), 15, "every outcome")
+        assert all(d.settled for d in sent)
+        # Not delivered for sure: the producer may send them again.
+        assert {d.remote_state for d in sent} <= {Delivery.RELEASED, Delivery.MODIFIED}
+    finally:
+        producer.close()
+        with contextlib.suppress(Exception):
+            consumer.close()
+
+
+EDGE_LISTENER = """listener {
+    host: 127.0.0.1
+    port: 0
+    role: edge
+    saslMechanisms: ANONYMOUS
+    authenticatePeer: no
+}
+"""
+
+
+def test_an_edge_routers_workers_are_one_router(start_router: StartRouter) -> None:
+    interior = start_router(router_conf(EDGE_LISTENER, router_id="I").replace(
+        "mode: standalone", "mode: interior"), name="interior", listeners=2)
+    edge_conf = router_conf(
+        f"connector {{\n    host: 127.0.0.1\n    port: {interior.ports[1]}\n    role: edge\n}}\n",
+        router_id="E").replace("mode: standalone", "mode: edge\n    workerThreads: 2")
+    edge = start_router(edge_conf, name="edge")
+    edge.wait_log(r"Operational, 2 Threads Running")
+    clients = _on_each_worker(edge.url)
+    try:
+        for i, conn in enumerate(clients):
+            conn.create_receiver(f"edge.{i}", credit=5)
+        # Each worker is an edge router of its own uplink: a message from a
+        # client of one reaches a client of the other through the interior.
+        receiver = clients[1].create_receiver("across", credit=1)
+        sender = clients[0].create_sender("across")
+        wait_all(clients, lambda: sender.link.credit > 0, 15, "credit through the interior")
+        delivery = send_async(sender, "m")
+        wait_all(clients, lambda: receiver.fetcher.has_message, 15, "the message")
+        assert receive_all(receiver, 1)[0].body == "m"
+        wait_all(clients, lambda: delivery.settled, 15, "the outcome")
+        assert delivery.remote_state == Delivery.ACCEPTED
+        mgmt = Management(edge.url)
+        try:
+            wait_for(lambda: len([c for c in mgmt.query("connection", "role")
+                                  if c["role"] == "normal"]) == 3, 15,
+                     "both workers' clients and the management connection")
+            addresses = {a["name"]: a for a in mgmt.query("router.address")}
+            assert addresses["M0edge.0"]["subscriberCount"] == 1
+            assert addresses["M0edge.1"]["subscriberCount"] == 1
+            [router] = mgmt.query("router", "id", "workerThreads")
+            assert (router["id"], router["workerThreads"]) == ("E", 2)
+        finally:
+            mgmt.close()
+    finally:
+        for conn in clients:
+            conn.close()

@@ -112,7 +112,7 @@ class ManagementNode:
                 siblings=siblings, known=self.routed, attach=self.attach_in_process,
                 send=self.send,
                 consumed=self.consumed, reply=self._reply, router_id=router.router_id,
-                group_id=group_id, clock=clock)
+                group_id=group_id, edge=router.edge_mode, clock=clock)
 
     # -- for the console, which asks other routers' agents ------------------------------
 
@@ -140,7 +140,11 @@ class ManagementNode:
         return network is None or any(n.id == router_id for n in network.protocol.node_table())
 
     def routed(self, router_id: str) -> bool:
-        """Whether this router has a route to ``router_id`` now."""
+        """Whether this router has a route to ``router_id`` now (for an
+        edge router: whether its uplink is up, which reaches every router)."""
+        uplink = self.router.uplink
+        if uplink is not None:
+            return uplink.active is not None
         network = self.router.network
         return network is not None and any(
             n.id == router_id and n.cost is not None for n in network.protocol.node_table())

@@ -2,10 +2,12 @@
 (docs/scaling.md#workers): asking the sibling workers' agents, and
 answering once they have.
 
-Owns the requests in flight to the siblings (sent through the router
-network to ``_topo/0/<sibling>/$management`` from the in-process sender
-``$workers``, answered to ``_topo/0/<this worker>/$workers``), their
-deadline, and the answer made of theirs and this worker's
+Owns the requests in flight to the siblings (sent from the in-process
+sender ``$workers`` to ``_topo/0/<sibling>/$management`` through the
+workers' router network, or for an edge router's workers to
+``_edge/<sibling>/$management`` through the interior; answered to
+``$workers`` at this worker's address of the same kind), their deadline,
+and the answer made of theirs and this worker's
 (``router.management.workers`` decides and merges).  A part of the loop:
 due when a sibling is late.
 """
@@ -56,6 +58,7 @@ class SiblingAgents:
         reply: sends the answer to the request's sender.
         router_id: this worker's node id.
         group_id: the router's id, which its ``router`` entity shows.
+        edge: the workers are edge routers (reached through the interior).
         clock: monotonic seconds.
     """
 
@@ -65,7 +68,7 @@ class SiblingAgents:
                  send: Callable[[InLink, bytes], None],
                  consumed: Callable[[Transfer | Fanout | None, int], None],
                  reply: Callable[[Request, Response], None], router_id: str,
-                 group_id: str, clock: Callable[[], float]) -> None:
+                 group_id: str, edge: bool, clock: Callable[[], float]) -> None:
         self.siblings = siblings
         self.known = known
         self.send = send
@@ -73,7 +76,8 @@ class SiblingAgents:
         self.reply = reply
         self.group_id = group_id
         self.clock = clock
-        self.reply_to = f"amqp:/_topo/0/{router_id}/$workers"
+        self.prefix = "amqp:/_edge/" if edge else "amqp:/_topo/0/"
+        self.reply_to = f"{self.prefix}{router_id}/$workers"
         self.sender = attach("_local/$workers", "$workers", self._answered)
         self.asked: dict[int, _Asked] = {}
         self._ids = itertools.count(1)
@@ -98,7 +102,7 @@ class SiblingAgents:
                              correlation_id=correlation, origin=None)
         for sibling in siblings:
             self.send(self.sender, encode_request(
-                asked, to=f"amqp:/_topo/0/{sibling}/$management"))
+                asked, to=f"{self.prefix}{sibling}/$management"))
 
     def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         self.consumed(ref, ACCEPTED)

@@ -97,7 +97,8 @@ class GatheredMetrics:
         self.node = node
         self.local = local
         self.clock = clock
-        self.reply_to = f"amqp:/_topo/0/{router_id}/$metrics"
+        where = "_edge" if node.router.edge_mode else "_topo/0"
+        self.reply_to = f"amqp:/{where}/{router_id}/$metrics"
         self.sender = node.attach_in_process("_local/$metrics", "$metrics", self._answered)
         self.scrapes: dict[int, _Scrape] = {}
         self._ids = itertools.count(1)
