@@ -605,8 +605,7 @@ def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
     """``count`` independent flows (a sender and a receiver each, their own
     address, 100 B unsettled) at once through one router on ``workers``
     workers (``hopd --workers``, qdrouterd's ``workerThreads``), all clients
-    on the one listener (docs/scaling.md#workers), the same conf file for
-    both programs.  With ``placed`` (Hop),
+    on the one listener (docs/scaling.md#workers).  With ``placed`` (Hop),
     each flow's clients are on one worker, flow i on worker i mod N;
     without, where the kernel and the workers put them, and the share of
     messages whose sender and receiver were on different workers is
@@ -617,7 +616,9 @@ def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
         conf = (f"router {{\n    mode: standalone\n    id: W\n    workerThreads: {workers}\n}}\n"
                 + listener(flavour) + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
         nodes = [worker_id("W", i % workers) if placed else None for i in range(count)]
-        with RouterProcess(conf, name=f"workers{workers}", flavour=flavour,
+        # hopd runs the file's workerThreads only with --workers (docs/scaling.md).
+        args = ("--workers", str(workers)) if flavour is HOP else ()
+        with RouterProcess(conf, name=f"workers{workers}", flavour=flavour, args=args,
                            ready=f"Operational, {workers} Threads") as proc:
             url = proc.url
             recvs = [_placed(_recv_args(bins, url, f"flow{i}", n), nodes[i])

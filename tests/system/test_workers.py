@@ -233,20 +233,21 @@ def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
             conn.close()
 
 
-def test_the_conf_files_worker_threads_and_the_option_over_it(start_router: StartRouter) -> None:
+def test_the_conf_files_worker_threads_is_not_run_and_the_option_is(
+        start_router: StartRouter) -> None:
     conf_text = router_conf(router_id="W").replace("    id: W\n",
                                                     "    id: W\n    workerThreads: 2\n")
-    hop = start_router(conf_text, name="threads")
-    hop.wait_log(r"Operational, 2 Threads Running")
-    mgmt = Management(hop.url)
+    one = start_router(conf_text, name="one")
+    one.wait_log(r"Operational, 1 Threads Running")
+    assert "workerThreads" in one.log_text(), "the file's attribute is said to be ignored"
+    two = start_router(conf_text, name="two", args=WORKERS)
+    two.wait_log(r"Operational, 2 Threads Running")
+    mgmt = Management(two.url)
     try:
         [router] = mgmt.query("router", "workerThreads")
         assert router["workerThreads"] == 2
     finally:
         mgmt.close()
-    one = start_router(conf_text, name="one", args=("--workers", "1"))
-    one.wait_log(r"Operational, 1 Threads Running")
-    assert "Worker 0 started" not in one.log_text()
 
 
 def test_deliveries_held_by_a_killed_worker_get_an_outcome(start_router: StartRouter) -> None:
@@ -287,8 +288,8 @@ def test_an_edge_routers_workers_are_one_router(start_router: StartRouter) -> No
         "mode: standalone", "mode: interior"), name="interior", listeners=2)
     edge_conf = router_conf(
         f"connector {{\n    host: 127.0.0.1\n    port: {interior.ports[1]}\n    role: edge\n}}\n",
-        router_id="E").replace("mode: standalone", "mode: edge\n    workerThreads: 2")
-    edge = start_router(edge_conf, name="edge")
+        router_id="E").replace("mode: standalone", "mode: edge")
+    edge = start_router(edge_conf, name="edge", args=WORKERS)
     edge.wait_log(r"Operational, 2 Threads Running")
     clients = _on_each_worker(edge.url)
     try:
