@@ -77,6 +77,50 @@ class ServiceOptions:
     raise_internal_errors: bool = False
 
 
+class _Begun:
+    """A hopd process under way: detached when it runs as a daemon, which
+    is told of a failure to start."""
+
+    def __init__(self, daemon: service.Daemon | None) -> None:
+        self.daemon = daemon
+
+    def fail(self, message: str, status: int = 1) -> int:
+        log.critical("%s", message)
+        if self.daemon is not None:
+            self.daemon.failed(status, f"hopd: {message}")
+        return status
+
+    def run(self, options: ServiceOptions, serving: Callable[[], int]) -> int:
+        """Operational: tell the daemon's parent, serve until stopped, remove
+        the pidfile; the exit status ``serving`` returns."""
+        if self.daemon is not None:
+            self.daemon.ready()
+        try:
+            status = serving()
+        finally:
+            if options.pidfile is not None:
+                problem = service.remove_pidfile(options.pidfile)
+                if problem:
+                    log.warning("%s", problem)
+        log.log(logs.NOTICE, "Shut Down")
+        return status
+
+
+def _begin(options: ServiceOptions) -> _Begun | int:
+    """Check the pidfile and detach (``--daemon``); or the exit status when
+    a running hopd holds the pidfile."""
+    try:
+        if options.pidfile is not None:
+            service.check_pidfile(options.pidfile)
+    except service.ServiceError as exc:
+        click.echo(f"hopd: {exc}", err=True)
+        return exc.status
+    daemon = service.Daemon() if options.daemon else None
+    if daemon is not None:
+        daemon.detach()
+    return _Begun(daemon)
+
+
 def serve(cfg: conf.RouterConf, source: str,
           options: ServiceOptions | None = None, worker: WorkerPlan | None = None) -> int:
     """Run the router described by ``cfg`` until SIGTERM/SIGINT; with
@@ -88,22 +132,10 @@ def serve(cfg: conf.RouterConf, source: str,
     cannot become.
     """
     options = options or ServiceOptions()
-    daemon = service.Daemon() if options.daemon else None
-
-    def fail(message: str, status: int = 1) -> int:
-        log.critical("%s", message)
-        if daemon is not None:
-            daemon.failed(status, f"hopd: {message}")
-        return status
-
-    try:
-        if options.pidfile is not None:
-            service.check_pidfile(options.pidfile)
-    except service.ServiceError as exc:
-        click.echo(f"hopd: {exc}", err=True)
-        return exc.status
-    if daemon is not None:
-        daemon.detach()
+    begun = _begin(options)
+    if isinstance(begun, int):
+        return begun
+    fail = begun.fail
     try:
         assembled = assemble(cfg, source, shutdown_grace_s=options.shutdown_grace_s,
                              tls_errors_stop=options.tls_errors_stop,
@@ -136,17 +168,11 @@ def serve(cfg: conf.RouterConf, source: str,
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, "
                               f"{len(bound)} listener{'s' if len(bound) != 1 else ''}",
                    f"MAINPID={os.getpid()}")
-    if daemon is not None:
-        daemon.ready()
-    try:
+    def serving() -> int:
         engine.run(on_drain=_notify_stopping)
-    finally:
-        if options.pidfile is not None:
-            problem = service.remove_pidfile(options.pidfile)
-            if problem:
-                log.warning("%s", problem)
-    log.log(logs.NOTICE, "Shut Down")
-    return 0
+        return 0
+
+    return begun.run(options, serving)
 
 
 def serve_workers(cfg: conf.RouterConf, source: str, count: int,
@@ -159,22 +185,10 @@ def serve_workers(cfg: conf.RouterConf, source: str, count: int,
     worker that dies again.  The exit status is ``serve``'s.
     """
     options = options or ServiceOptions()
-    daemon = service.Daemon() if options.daemon else None
-
-    def fail(message: str, status: int = 1) -> int:
-        log.critical("%s", message)
-        if daemon is not None:
-            daemon.failed(status, f"hopd: {message}")
-        return status
-
-    try:
-        if options.pidfile is not None:
-            service.check_pidfile(options.pidfile)
-    except service.ServiceError as exc:
-        click.echo(f"hopd: {exc}", err=True)
-        return exc.status
-    if daemon is not None:
-        daemon.detach()
+    begun = _begin(options)
+    if isinstance(begun, int):
+        return begun
+    fail = begun.fail
     mode = cfg.router.mode.value
     router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
     worker_options = attrs.evolve(options, daemon=False, pidfile=None, user=None)
@@ -206,17 +220,7 @@ def serve_workers(cfg: conf.RouterConf, source: str, count: int,
     log.info("Router %s runs on %d workers", router_id, count)
     service.notify("READY=1", f"STATUS=Operational, router {router_id}, {count} workers",
                    f"MAINPID={os.getpid()}")
-    if daemon is not None:
-        daemon.ready()
-    try:
-        status = supervisor.run()
-    finally:
-        if options.pidfile is not None:
-            problem = service.remove_pidfile(options.pidfile)
-            if problem:
-                log.warning("%s", problem)
-    log.log(logs.NOTICE, "Shut Down")
-    return status
+    return begun.run(options, supervisor.run)
 
 
 def _notify_stopping() -> None:

@@ -24,7 +24,7 @@ from router.core.amqp import (
 )
 from router.management.agent import Request, Response
 
-__all__ = ["decode_request", "encode_request", "encode_response"]
+__all__ = ["decode_request", "decode_response", "encode_request", "encode_response"]
 
 _WHAT = "management request"
 
@@ -89,3 +89,19 @@ def encode_request(request: Request, *, to: str) -> bytes:
         encode_section(APPLICATION_PROPERTIES, dict(request.properties), COMPACT),
         encode_section(VALUE, request.body, COMPACT),
     ))
+
+
+def decode_response(data: bytes) -> tuple[object, Response]:
+    """The correlation-id and the response an encoded response message
+    carries (as ``encode_response`` makes it; a status that is not an
+    integer reads as 500).
+
+    Raises:
+        PeerProtocolError: as for ``decode_request``.
+    """
+    message = decode_request(data)
+    props = message.properties
+    status = props.get("statusCode")
+    return message.correlation_id, Response(
+        status=status if isinstance(status, int) else 500,
+        description=str(props.get("statusDescription", "")), body=message.body)

@@ -20,6 +20,7 @@ from tests.system.clients import connect, deliver_across, receive_all, send_asyn
 from tests.system.conftest import StartRouter
 from tests.system.harness import LISTENING, Hop, router_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.test_console_api import request
 from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.waiting import wait_for
 
@@ -206,7 +207,7 @@ def test_management_shows_and_changes_the_whole_router(start_router: StartRouter
             c.close()
 
 
-def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
+def test_metrics_and_the_console_show_the_whole_router(start_router: StartRouter) -> None:
     hop = start_router(router_conf(HTTP_LISTENER, router_id="W"), listeners=2, args=WORKERS)
     hop.wait_log(r"Operational, 2 Threads Running")
     amqp, http_port = dict.fromkeys(int(m.group(2)) for m in LISTENING.finditer(hop.log_text()))
@@ -228,6 +229,10 @@ def test_metrics_count_the_whole_router(start_router: StartRouter) -> None:
         assert samples["qdr_connections_total"] == 2
         assert samples["hop_connections{role=normal}"] == 2
         assert samples["hop_connections{role=inter-router}"] == 0
+        # The console's endpoint lists every worker's connections too.
+        status, body, _ = request(http_port, "GET", "/api/v1/connection?attributes=role")
+        assert status == 200
+        assert [row[0] for row in body["results"]] == ["normal", "normal"]
     finally:
         for conn in clients:
             conn.close()

@@ -23,8 +23,8 @@ import attrs
 from router.core import Fanout, InLink, Transfer
 from router.core.amqp import PeerProtocolError
 from router.core.settlement import ACCEPTED
-from router.management import Request, Response, decode_request
-from router.management.messages import encode_request
+from router.management import Request, Response
+from router.management.messages import decode_response, encode_request
 from router.management.workers import LOCAL, Plan, merge_first, merge_query, queried_type
 
 log = logging.getLogger(__name__)
@@ -107,19 +107,14 @@ class SiblingAgents:
     def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         self.consumed(ref, ACCEPTED)
         try:
-            message = decode_request(data)
+            correlation, response = decode_response(data)
         except PeerProtocolError as exc:
             log.info("a worker's management answer dropped: %s", exc)
             return
-        correlation = message.correlation_id
         asked = self.asked.get(correlation) if isinstance(correlation, int) else None
         if asked is None or not isinstance(correlation, int):
             return  # late: answered without it
-        props = message.properties
-        status = props.get("statusCode")
-        asked.answers.append(Response(status=status if isinstance(status, int) else 500,
-                                      description=str(props.get("statusDescription", "")),
-                                      body=message.body))
+        asked.answers.append(response)
         asked.waiting -= 1
         if asked.waiting == 0 or (asked.plan is Plan.FIRST and asked.answers[-1].status != 404):
             del self.asked[correlation]

@@ -28,9 +28,10 @@ from router.core import Effect, Fanout, InLink, Transfer
 from router.core.amqp import PeerProtocolError
 from router.core.policy import Policy
 from router.core.settlement import ACCEPTED
-from router.management import Agent, Request, Response, decode_request
+from router.management import Agent, Request
 from router.management.json_api import PREFIX, Answer, Call, answer, error, parse, to_json
-from router.management.messages import encode_request
+from router.management.messages import decode_response, encode_request
+from router.management.workers import Plan, plan
 
 __all__ = ["Console", "HttpCall", "Reply"]
 
@@ -159,6 +160,12 @@ class Console:
             reply(denied.status, denied.body, JSON, ())
             return
         if parsed.router is None or parsed.router == self.router_id:
+            if self.node is not None and self.node.workers is not None \
+                    and plan(parsed.request.properties) is Plan.QUERY:
+                # The whole router's rows: the management node gathers them
+                # from every worker (docs/scaling.md#management).
+                self._remote(attrs.evolve(parsed, router=self.router_id), reply)
+                return
             done = self._local(parsed.request)
             reply(done.status, done.body, JSON, ())
         else:
@@ -221,6 +228,8 @@ class Console:
         target = f"amqp:/_topo/0/{parsed.router}/$management"
         if parsed.router is not None and parsed.router.startswith("_edge/"):
             target = f"amqp:/{parsed.router}/$management"
+        elif parsed.router == self.router_id:
+            target = "amqp:/_local/$management"
         self.waiting[correlation] = _Waiting(reply, self.clock() + REMOTE_TIMEOUT_S,
                                              parsed.router or "")
         node.send(sender, encode_request(request, to=target))
@@ -231,19 +240,13 @@ class Console:
         if ref is not None and self.node is not None:
             self.node.consumed(ref, ACCEPTED)
         try:
-            message = decode_request(data)
+            correlation, response = decode_response(data)
         except PeerProtocolError as exc:
             log.info("console: undecodable response dropped: %s", exc)
             return
-        correlation = message.correlation_id
         waiting = self.waiting.pop(correlation, None) if isinstance(correlation, int) else None
         if waiting is None:
             return  # timed out already
-        props = message.properties
-        status = props.get("statusCode")
-        response = Response(status=status if isinstance(status, int) else 500,
-                            description=str(props.get("statusDescription", "")),
-                            body=message.body)
         done = answer(response)
         self.defer(lambda: waiting.reply(done.status, done.body, JSON, ()))
 

@@ -24,8 +24,8 @@ from router.adapter.http.metrics import Exposition
 from router.core import Fanout, Role, Transfer
 from router.core.amqp import PeerProtocolError
 from router.core.settlement import ACCEPTED
-from router.management import Request, decode_request
-from router.management.messages import encode_request
+from router.management import Request
+from router.management.messages import decode_response, encode_request
 from router.management.schema import PREFIX
 from router.management.statistics import (
     AddressStatistics,
@@ -117,15 +117,14 @@ class GatheredMetrics:
     def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
         self.node.consumed(ref, ACCEPTED)
         try:
-            message = decode_request(data)
+            correlation, response = decode_response(data)
         except PeerProtocolError as exc:
             log.info("metrics: undecodable answer dropped: %s", exc)
             return
-        correlation = message.correlation_id
         if not isinstance(correlation, int):
             return
         scrape = self.scrapes.get(correlation // len(_TYPES))
-        body = message.body
+        body = response.body
         if scrape is None or not isinstance(body, dict):
             return
         names = body.get("attributeNames")
