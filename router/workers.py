@@ -15,6 +15,7 @@ touches no connection: what a worker does is ``router.cli.serve`` with a
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import pwd
@@ -297,6 +298,7 @@ class Supervisor:
         """Fork ``worker``; with ``ready``, the read end of the pipe it
         writes to once operational."""
         read_fd, write_fd = os.pipe() if ready else (-1, -1)
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker
             status = _CRASHED
@@ -309,6 +311,7 @@ class Supervisor:
                 # Out of the terminal's process group: ^C reaches the
                 # supervisor alone, which passes it on once.
                 os.setpgid(0, 0)
+                _end_with(supervisor)
                 os.environ.pop("NOTIFY_SOCKET", None)  # the supervisor speaks to systemd
                 status = self.run_worker(self._plan(worker.index,
                                                     write_fd if write_fd >= 0 else None))
@@ -373,6 +376,21 @@ class Supervisor:
             if worker.restart_at is not None and worker.restart_at <= now:
                 worker.restart_at = None
                 self._spawn(worker, ready=False)
+
+
+def _end_with(supervisor: int) -> None:
+    """Have the kernel send this worker SIGTERM when the supervisor dies
+    (SIGKILLed, say), so that no worker goes on serving the ports alone."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        log.warning("Worker cannot ask to end with its supervisor: %s",
+                    os.strerror(ctypes.get_errno()))
+    if os.getppid() != supervisor:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+#: prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 def _exit_status(status: int) -> int:

@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -325,3 +326,15 @@ def test_an_edge_routers_workers_are_one_router(start_router: StartRouter) -> No
     finally:
         for conn in clients:
             conn.close()
+
+
+def test_workers_end_when_the_supervisor_is_killed(killable: StartRouter) -> None:
+    hop = killable(router_conf(router_id="W"), args=WORKERS)
+    hop.wait_log(r"Operational, 2 Threads Running")
+    workers = [_worker_pid(hop, 0), _worker_pid(hop, 1)]
+    hop.kill()  # SIGKILL: the supervisor passes nothing on
+    wait_for(lambda: not any(_alive(pid) for pid in workers), 15,
+             "the workers to end with their supervisor")
+    # Nothing serves the port any more.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", hop.ports[0])) != 0
