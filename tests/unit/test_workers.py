@@ -78,6 +78,13 @@ def _supervisor(count: int, log: Path, run: object = None) -> Supervisor:
     return Supervisor(cfg, count, "S", run or (lambda plan: _ready_then_wait(plan, log)))  # type: ignore[arg-type]
 
 
+def _signal(thread: threading.Thread, signo: int) -> None:
+    """A signal to the supervisor's thread alone (it waits for it there); one
+    sent to the process could reach another thread of the test run."""
+    assert thread.ident is not None
+    signal.pthread_kill(thread.ident, signo)
+
+
 def _run_in_thread(supervisor: Supervisor) -> tuple[threading.Thread, list[int]]:
     status: list[int] = []
     thread = threading.Thread(target=lambda: status.append(supervisor.run()), daemon=True)
@@ -101,7 +108,7 @@ def test_workers_share_the_listeners_and_each_has_its_mesh_socket(
     with socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
     thread, status = _run_in_thread(supervisor)
-    os.kill(os.getpid(), signal.SIGTERM)
+    _signal(thread, signal.SIGTERM)
     thread.join(10)
     assert status == [0]
     assert not os.path.exists(mesh)
@@ -134,10 +141,9 @@ def test_a_dead_worker_is_started_again_and_signals_reach_each(
     os.kill(first, signal.SIGKILL)
     _wait(lambda: supervisor.pids()[1] not in (0, first))
     _wait(lambda: sum(line.startswith("up 1 ") for line in _lines(log)) == 2)
-    # signals sent to the supervisor's process reach it in its thread's sigwait
-    os.kill(os.getpid(), signal.SIGHUP)
+    _signal(thread, signal.SIGHUP)
     _wait(lambda: {"hup 0", "hup 1"} <= set(_lines(log)))
-    os.kill(os.getpid(), signal.SIGTERM)
+    _signal(thread, signal.SIGTERM)
     thread.join(10)
     assert status == [0]
     assert not any(supervisor.pids())
