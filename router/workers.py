@@ -26,7 +26,6 @@ import socket
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 
 import attrs
@@ -51,6 +50,8 @@ FIRST_RESTART_DELAY_S = 0.5
 MAX_RESTART_DELAY_S = 30.0
 #: A worker that raised out of ``run``.
 _CRASHED = 70
+#: The longest the supervisor waits before it looks for dead workers.
+_POLL_S = 0.5
 #: How long a worker waits for routes to its siblings before it says it
 #: is ready all the same.
 JOIN_TIMEOUT_S = 15.0
@@ -242,19 +243,17 @@ class Supervisor:
         """Wait for signals and dead workers until every worker has stopped
         after SIGTERM or SIGINT; the exit status (0: each stopped cleanly)."""
         while True:
-            timeout = self._next_restart()
-            if timeout is None:
-                info = signal.sigwaitinfo(_SIGNALS)
-                signo = info.si_signo
-            else:
-                got = signal.sigtimedwait(_SIGNALS, max(0.0, timeout - time.monotonic()))
-                signo = got.si_signo if got is not None else 0
+            now = time.monotonic()
+            wake = min(self._next_restart() or now + _POLL_S, now + _POLL_S)
+            got = signal.sigtimedwait(_SIGNALS, max(0.0, wake - now))
+            signo = got.si_signo if got is not None else 0
             if signo in (signal.SIGTERM, signal.SIGINT):
                 self.stop()
             elif signo == signal.SIGHUP:
                 self._signal_all(signal.SIGHUP)
-            elif signo == signal.SIGCHLD:
-                self._reap_all()
+            # Reaped on every wake-up, not on SIGCHLD alone: in a process
+            # with other threads, another thread may take the SIGCHLD.
+            self._reap_all()
             if not self.stopping:
                 self._restart_due()
             elif not any(w.pid for w in self.workers):
@@ -318,7 +317,7 @@ class Supervisor:
             except SystemExit as exc:
                 status = exc.code if isinstance(exc.code, int) else 1
             except BaseException:  # the child ends here, whatever happened
-                traceback.print_exc()
+                log.exception("Worker %d failed", worker.index)
             finally:
                 logging.shutdown()
                 with contextlib.suppress(Exception):

@@ -34,8 +34,15 @@ def test_worker_ids() -> None:
 
 @pytest.fixture
 def signals_restored() -> Iterator[None]:
-    """The supervisor blocks the signals it waits for: unblock them after."""
+    """The supervisor blocks the signals it waits for: unblock them after.
+    Meanwhile another thread runs with them unblocked, as threads of other
+    tests do in a whole test run: a SIGCHLD may go to it instead."""
+    done = threading.Event()
+    bystander = threading.Thread(target=done.wait, daemon=True)
+    bystander.start()
     yield
+    done.set()
+    bystander.join()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM,
                                                signal.SIGINT, signal.SIGHUP})
 
