@@ -39,6 +39,7 @@ from router.core.amqp import PeerProtocolError
 from router.core.policy import Grant, Policy
 from router.core.settlement import ACCEPTED, REJECTED
 from router.management import Agent, Request, Response, decode_request, encode_response
+from router.management.messages import decode_response
 from router.management.workers import Plan, plan
 
 log = logging.getLogger(__name__)
@@ -109,29 +110,35 @@ class ManagementNode:
         if siblings:
             assert clock is not None
             self.workers = SiblingAgents(
-                siblings=siblings, known=self.routed, attach=self.attach_in_process,
-                send=self.send,
-                consumed=self.consumed, reply=self._reply, router_id=router.router_id,
+                siblings=siblings, known=self.routed, attach=self.attach_answers,
+                send=self.send, reply=self._reply, router_id=router.router_id,
                 group_id=group_id, edge=router.edge_mode, clock=clock)
 
     # -- for the console, which asks other routers' agents ------------------------------
 
-    def attach_in_process(self, address: str, name: str,
-                          take: Callable[[bytes, Transfer | Fanout | None], None]) -> InLink:
-        """An in-process consumer of ``address`` on the node's connection,
-        whose deliveries go to ``take``; and the link the consumer's own
-        messages enter routing on, pre-settled (``send``)."""
+    def attach_answers(self, address: str, name: str,
+                       take: Callable[[object, Response], None]) -> InLink:
+        """An in-process consumer of ``address`` on the node's connection for
+        the answers of management agents: each is accepted and given to
+        ``take`` with its correlation-id (one that does not decode is logged
+        and dropped); and the link the consumer's own requests enter routing
+        on, pre-settled (``send``)."""
+        def taken(data: bytes, ref: Transfer | Fanout | None) -> None:
+            self.forwarder.consumed(ref, ACCEPTED)
+            try:
+                correlation, response = decode_response(data)
+            except PeerProtocolError as exc:
+                log.info("%s: undecodable answer dropped: %s", name, exc)
+                return
+            take(correlation, response)
+
         link = self.router.in_process_attached(self.conn, address, name=name)
-        link.queue = Inbox(take)
+        link.queue = Inbox(taken)
         return InLink(LinkId(0), self.conn, name=f"{name}-request", address=None, record=None)
 
     def send(self, sender: InLink, data: bytes) -> None:
-        """Route a message of an in-process sender (``attach_in_process``)."""
+        """Route a message of an in-process sender (``attach_answers``)."""
         self.forwarder.route(None, sender, data)
-
-    def consumed(self, ref: Transfer | Fanout | None, state: int) -> None:
-        """An in-process consumer took its copy with ``state``."""
-        self.forwarder.consumed(ref, state)
 
     def in_network(self, router_id: str) -> bool:
         """Whether ``router_id`` is a router of this one's network (any is,

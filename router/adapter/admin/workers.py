@@ -20,11 +20,9 @@ from collections.abc import Callable
 
 import attrs
 
-from router.core import Fanout, InLink, Transfer
-from router.core.amqp import PeerProtocolError
-from router.core.settlement import ACCEPTED
+from router.core import InLink
 from router.management import Request, Response
-from router.management.messages import decode_response, encode_request
+from router.management.messages import encode_request
 from router.management.workers import LOCAL, Plan, merge_first, merge_query, queried_type
 
 log = logging.getLogger(__name__)
@@ -52,9 +50,8 @@ class SiblingAgents:
         known: whether a node is in the router network now (one that is not
             is not asked: a worker starting again).
         attach: makes the in-process consumer of this worker's answers
-            (``ManagementNode.attach_in_process``).
+            (``ManagementNode.attach_answers``).
         send: routes a request from the in-process sender.
-        consumed: settles an answer taken.
         reply: sends the answer to the request's sender.
         router_id: this worker's node id.
         group_id: the router's id, which its ``router`` entity shows.
@@ -63,16 +60,13 @@ class SiblingAgents:
     """
 
     def __init__(self, *, siblings: tuple[str, ...], known: Callable[[str], bool],
-                 attach: Callable[[str, str, Callable[[bytes, Transfer | Fanout | None], None]],
-                                  InLink],
+                 attach: Callable[[str, str, Callable[[object, Response], None]], InLink],
                  send: Callable[[InLink, bytes], None],
-                 consumed: Callable[[Transfer | Fanout | None, int], None],
                  reply: Callable[[Request, Response], None], router_id: str,
                  group_id: str, edge: bool, clock: Callable[[], float]) -> None:
         self.siblings = siblings
         self.known = known
         self.send = send
-        self.consumed = consumed
         self.reply = reply
         self.group_id = group_id
         self.clock = clock
@@ -104,13 +98,7 @@ class SiblingAgents:
             self.send(self.sender, encode_request(
                 asked, to=f"{self.prefix}{sibling}/$management"))
 
-    def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
-        self.consumed(ref, ACCEPTED)
-        try:
-            correlation, response = decode_response(data)
-        except PeerProtocolError as exc:
-            log.info("a worker's management answer dropped: %s", exc)
-            return
+    def _answered(self, correlation: object, response: Response) -> None:
         asked = self.asked.get(correlation) if isinstance(correlation, int) else None
         if asked is None or not isinstance(correlation, int):
             return  # late: answered without it

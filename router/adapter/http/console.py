@@ -24,13 +24,11 @@ import attrs
 from router.adapter.admin.node import ManagementNode
 from router.adapter.connections.settings import ListenerSettings
 from router.adapter.http.auth import HttpAuth, basic_credentials, certificate_subject
-from router.core import Effect, Fanout, InLink, Transfer
-from router.core.amqp import PeerProtocolError
+from router.core import Effect, InLink
 from router.core.policy import Policy
-from router.core.settlement import ACCEPTED
-from router.management import Agent, Request
+from router.management import Agent, Request, Response
 from router.management.json_api import PREFIX, Answer, Call, answer, error, parse, to_json
-from router.management.messages import decode_response, encode_request
+from router.management.messages import encode_request
 from router.management.workers import Plan, plan
 
 __all__ = ["Console", "HttpCall", "Reply"]
@@ -118,7 +116,7 @@ class Console:
                          else f"amqp:/_topo/0/{router_id}/$console")
         self.sender: InLink | None = None
         if node is not None:
-            self.sender = node.attach_in_process("_local/$console", "$console", self._answered)
+            self.sender = node.attach_answers("_local/$console", "$console", self._answered)
 
     # -- requests ---------------------------------------------------------------
 
@@ -234,16 +232,9 @@ class Console:
                                              parsed.router or "")
         node.send(sender, encode_request(request, to=target))
 
-    def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
+    def _answered(self, correlation: object, response: Response) -> None:
         """A remote agent's response reached ``$console`` (during routing:
         the HTTP reply waits for the loop's next wake-up)."""
-        if ref is not None and self.node is not None:
-            self.node.consumed(ref, ACCEPTED)
-        try:
-            correlation, response = decode_response(data)
-        except PeerProtocolError as exc:
-            log.info("console: undecodable response dropped: %s", exc)
-            return
         waiting = self.waiting.pop(correlation, None) if isinstance(correlation, int) else None
         if waiting is None:
             return  # timed out already

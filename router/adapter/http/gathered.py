@@ -21,11 +21,9 @@ import attrs
 
 from router.adapter.admin.node import ManagementNode
 from router.adapter.http.metrics import Exposition
-from router.core import Fanout, Role, Transfer
-from router.core.amqp import PeerProtocolError
-from router.core.settlement import ACCEPTED
-from router.management import Request
-from router.management.messages import decode_response, encode_request
+from router.core import Role
+from router.management import Request, Response
+from router.management.messages import encode_request
 from router.management.schema import PREFIX
 from router.management.statistics import (
     AddressStatistics,
@@ -99,7 +97,7 @@ class GatheredMetrics:
         self.clock = clock
         where = "_edge" if node.router.edge_mode else "_topo/0"
         self.reply_to = f"amqp:/{where}/{router_id}/$metrics"
-        self.sender = node.attach_in_process("_local/$metrics", "$metrics", self._answered)
+        self.sender = node.attach_answers("_local/$metrics", "$metrics", self._answered)
         self.scrapes: dict[int, _Scrape] = {}
         self._ids = itertools.count(1)
 
@@ -114,13 +112,7 @@ class GatheredMetrics:
                               correlation_id=scrape * len(_TYPES) + i)
             self.node.send(self.sender, encode_request(request, to="amqp:/_local/$management"))
 
-    def _answered(self, data: bytes, ref: Transfer | Fanout | None) -> None:
-        self.node.consumed(ref, ACCEPTED)
-        try:
-            correlation, response = decode_response(data)
-        except PeerProtocolError as exc:
-            log.info("metrics: undecodable answer dropped: %s", exc)
-            return
+    def _answered(self, correlation: object, response: Response) -> None:
         if not isinstance(correlation, int):
             return
         scrape = self.scrapes.get(correlation // len(_TYPES))
