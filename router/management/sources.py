@@ -10,7 +10,7 @@ touch sockets or proton.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Final, Protocol
 
 import attrs
@@ -53,6 +53,8 @@ __all__ = [
     "address_statistics",
     "link_row",
     "link_statistics",
+    "network_nodes",
+    "remote_routers",
     "section_from",
 ]
 
@@ -167,8 +169,37 @@ class RouterLinks(ReadOnly):
 IN_PROCESS_CONNECTION = 0
 
 
-def address_statistics(record: AddressRecord) -> AddressStatistics:
-    """The ``router.address`` attributes of one address record."""
+def remote_routers(node_ids: Iterable[str], siblings: frozenset[str] = frozenset(),
+                   known: Container[str] = frozenset()) -> list[str]:
+    """The routers behind ``node_ids`` (remote nodes with consumers), as one
+    router's operators see them (docs/scaling.md#management): this router's
+    other workers (``siblings``) are not remote, and another router's
+    workers (``<id>.w<n>`` where ``<id>`` is a node too, in ``known`` or
+    in ``node_ids``) are that one router."""
+    nodes = [n for n in node_ids if n not in siblings]
+    present = set(nodes)
+    routers: dict[str, None] = {}
+    for node in nodes:
+        base, dot, suffix = node.rpartition(".w")
+        worker = dot and suffix.isdigit() and (base in present or base in known)
+        routers[base if worker else node] = None
+    return list(routers)
+
+
+def network_nodes(router: Router) -> frozenset[str]:
+    """The ids of the routers the network holds now (none for a router
+    that does not speak the routing protocol)."""
+    network = router.network
+    return frozenset() if network is None else frozenset(
+        node.id for node in network.protocol.node_table())
+
+
+def address_statistics(record: AddressRecord, siblings: frozenset[str] = frozenset(),
+                       known: Container[str] = frozenset()) -> AddressStatistics:
+    """The ``router.address`` attributes of one address record; with
+    ``siblings``, the router's other workers' node ids (remote to this
+    worker, not to the router), and ``known``, the nodes of the network
+    (``remote_routers``)."""
     in_process = sum(1 for link in record.consumers
                      if link.conn.conn_id == IN_PROCESS_CONNECTION)
     ingress = sum(link.delivered for link in record.senders)
@@ -177,12 +208,13 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
     # downlink to an edge, an edge's link up its uplink) is a local
     # destination, as qdrouterd counts it; other routers are remote.
     routers = [target for target in record.remotes if not isinstance(target, UplinkTarget)]
+    remote = remote_routers((target.router_id for target in routers), siblings, known)
     return AddressStatistics(
         distribution=record.distribution.value,
         inProcess=in_process,
         subscriberCount=len(record.consumers) - in_process
         + len(record.remotes) - len(routers),
-        remoteCount=len(routers),
+        remoteCount=len(remote),
         containerCount=0,
         deliveriesIngress=ingress + record.retired_in,
         deliveriesEgress=egress + record.retired_out,
@@ -194,7 +226,7 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
         deliveriesRedirectedToFallback=record.redirected,
         deliveriesRedelivered=record.redelivered,
         key=record.key,
-        remoteHostRouters=[target.router_id for target in routers],
+        remoteHostRouters=remote,
         transitOutstanding=None,
         trackedDeliveries=sum(len(link.unsettled) for link in record.senders),
         priority=record.priority if record.priority is not None else -1,
@@ -205,8 +237,10 @@ def address_statistics(record: AddressRecord) -> AddressStatistics:
 LINK_ROUTE_CLASSES: Final = "CDEF"
 
 
-def _address_row(record: AddressRecord, containers: int = 0) -> Row:
-    statistics = address_statistics(record)
+def _address_row(record: AddressRecord, containers: int = 0,
+                 siblings: frozenset[str] = frozenset(),
+                 known: Container[str] = frozenset()) -> Row:
+    statistics = address_statistics(record, siblings, known)
     if record.key[0] in LINK_ROUTE_CLASSES:
         statistics = attrs.evolve(statistics, containerCount=containers,
                                   distribution="linkBalanced")
@@ -230,17 +264,20 @@ class RouterAddresses(ReadOnly):
     """``router.address``: the address records of the core, by routing key,
     and the keys of the link routes configured or served here (as qdrouterd
     lists them from configuration on: ``containerCount`` counts the
-    connections that serve one now)."""
+    connections that serve one now).  ``siblings``: the router's other
+    workers (docs/scaling.md#management)."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, siblings: frozenset[str] = frozenset()) -> None:
         self._router = router
+        self._siblings = siblings
 
     def rows(self) -> Iterable[Row]:
         records = self._router.records
         containers = {entry.key: len(entry.rotation)
                       for entry in self._router.link_routing.table.entries()
                       if entry.routes or entry.rotation}
-        rows = [_address_row(record, containers.get(key, 0))
+        known = network_nodes(self._router) if self._siblings else frozenset()
+        rows = [_address_row(record, containers.get(key, 0), self._siblings, known)
                 for key, record in records.items()]
         rows += [_link_route_row(key, count) for key, count in containers.items()
                  if key not in records]

@@ -23,7 +23,7 @@ from router.management.statistics import (
     declared,
 )
 
-__all__ = ["LOCAL", "Plan", "merge_first", "merge_query", "plan", "queried_type"]
+__all__ = ["LOCAL", "Plan", "merge_every", "merge_first", "merge_query", "plan", "queried_type"]
 
 #: On a request a worker sends a sibling: answer for yourself alone.
 LOCAL: Final = "hopWorkerLocal"
@@ -43,6 +43,11 @@ class Plan(enum.Enum):
     #: worker's answer unless it has no such entity (404), then the first
     #: sibling's that has.
     FIRST = "first"
+    #: About one entity every worker has its own of (another router, as a
+    #: node of the network): found only once every worker has it, so that
+    #: a client of any worker can use it (the first answer that did not
+    #: find it otherwise).
+    EVERY = "every"
 
 
 #: Entities each worker has its own of: a QUERY shows every worker's.
@@ -54,6 +59,11 @@ _CONFIGURATION: Final = frozenset({
 })
 _WRITES: Final = frozenset({"CREATE", "UPDATE", "DELETE"})
 
+#: Attributes that every worker sees alike (the other routers with
+#: consumers of an address, known to each worker through the router
+#: network): where rows are one, the largest count and every router named.
+_SEEN_BY_EACH: Final = frozenset({"remoteCount", "remoteHostRouters"})
+
 #: Attributes summed where rows of several workers are one (a count or a
 #: number of things now); other attributes are the first worker's.
 _SUMMED: Final = {
@@ -61,7 +71,7 @@ _SUMMED: Final = {
                         if stat.graph or stat.metric is not None)
     - {"addrCount", "nodeCount", "linkRouteCount", "autoLinkCount", "uptimeSeconds"},
     "router.address": frozenset(name for name, stat in declared(AddressStatistics)
-                                if stat.graph or stat.metric is not None),
+                                if stat.graph or stat.metric is not None) - _SEEN_BY_EACH,
     "router.link": frozenset(name for name, stat in declared(LinkStatistics)
                              if stat.graph or stat.metric is not None),
 }
@@ -97,6 +107,8 @@ def plan(properties: Mapping[str, object]) -> Plan:
         return Plan.EVERYWHERE
     if operation in ("READ", "UPDATE", "DELETE") and entity_type in ("connection", "router.link"):
         return Plan.FIRST
+    if operation == "READ" and entity_type == "router.node":
+        return Plan.EVERY
     return Plan.ALONE
 
 
@@ -132,10 +144,17 @@ def merge_first(responses: Iterable[Response]) -> Response | None:
     return next((r for r in responses if r.status != 404), None)
 
 
+def merge_every(local: Response, responses: Iterable[Response]) -> Response:
+    """``local`` if every worker found the entity, else the first answer
+    that did not."""
+    return next((r for r in responses if not r.ok), local)
+
+
 def _summed(names: list[object], rows: list[list[object]], summed: frozenset[str],
             key: int | None) -> list[list[object]]:
     """Rows with the same value at ``key`` (every row, for None) made one."""
     add = [i for i, name in enumerate(names) if name in summed]
+    alike = [i for i, name in enumerate(names) if name in _SEEN_BY_EACH]
     merged: dict[object, list[object]] = {}
     for row in rows:
         at = None if key is None else row[key]
@@ -147,4 +166,10 @@ def _summed(names: list[object], rows: list[list[object]], summed: frozenset[str
             a, b = have[i], row[i]
             if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
                 have[i] = a + b
+        for i in alike:
+            a, b = have[i], row[i]
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                have[i] = max(a, b)
+            elif isinstance(a, list) and isinstance(b, list):
+                have[i] = a + [n for n in b if n not in a]
     return list(merged.values())

@@ -533,7 +533,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "connection": ConnectionEntities(connections, clock, core),
         "router.link": RouterLinks(
             lambda: sample_credit(c.core for c in connections.listed()), clock),
-        "router.address": RouterAddresses(core),
+        "router.address": RouterAddresses(core, stats.siblings),
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),
         "router.config.linkRoute": ConfigLinkRoutes(core, clock),

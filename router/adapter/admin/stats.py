@@ -25,6 +25,7 @@ from router.management.sources import (
     IN_PROCESS_CONNECTION,
     address_statistics,
     link_statistics,
+    network_nodes,
 )
 from router.management.statistics import (
     AddressStatistics,
@@ -62,12 +63,15 @@ class RouterStats:
         counters: the per-message parts' router-wide counts.
         clock: monotonic clock (seconds), for links' time without credit.
         workers: how many workers the router runs on (docs/scaling.md#workers).
+        siblings: the other workers' node ids.
     """
 
     def __init__(self, *, core: Router, router_id: str, section: conf.RouterSection,
                  connections: ConnectionControl, links: Links, counters: Counters,
-                 clock: Callable[[], float], workers: int = 1) -> None:
+                 clock: Callable[[], float], workers: int = 1,
+                 siblings: frozenset[str] = frozenset()) -> None:
         self._workers = workers
+        self.siblings = siblings
         self._core = core
         self._router_id = router_id
         self._section = section
@@ -89,7 +93,9 @@ class RouterStats:
         return found
 
     def addresses(self) -> Iterable[AddressStatistics]:
-        return [address_statistics(record) for record in self._core.records.values()
+        known = network_nodes(self._core) if self.siblings else frozenset()
+        return [address_statistics(record, self.siblings, known)
+                for record in self._core.records.values()
                 if _active(record)]
 
     def router_row(self) -> dict[str, object]:

@@ -23,7 +23,14 @@ import attrs
 from router.core import InLink
 from router.management import Request, Response
 from router.management.messages import encode_request
-from router.management.workers import LOCAL, Plan, merge_first, merge_query, queried_type
+from router.management.workers import (
+    LOCAL,
+    Plan,
+    merge_every,
+    merge_first,
+    merge_query,
+    queried_type,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +119,9 @@ class SiblingAgents:
         local = asked.local
         if asked.plan is Plan.FIRST:
             self.reply(asked.request, merge_first(asked.answers) or local)
+            return
+        if asked.plan is Plan.EVERY:
+            self.reply(asked.request, merge_every(local, asked.answers))
             return
         if asked.plan is Plan.EVERYWHERE:
             for failed in (a for a in asked.answers if not a.ok):

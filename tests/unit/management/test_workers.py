@@ -4,7 +4,8 @@ are asked, and how their answers make one (router.management.workers)."""
 from __future__ import annotations
 
 from router.management import Response
-from router.management.workers import LOCAL, Plan, merge_first, merge_query, plan
+from router.management.sources import remote_routers
+from router.management.workers import LOCAL, Plan, merge_every, merge_first, merge_query, plan
 
 P = "org.apache.qpid.dispatch."
 
@@ -73,3 +74,34 @@ def test_the_first_worker_that_has_the_entity_answers() -> None:
     found = Response(status=200, description="OK", body={"identity": "7"})
     assert merge_first([missing, found]) is found
     assert merge_first([missing]) is None
+
+
+def test_an_address_known_by_each_worker_counts_the_other_routers_once() -> None:
+    names = ["identity", "subscriberCount", "remoteCount", "remoteHostRouters"]
+    merged = merge_query("router.address", [
+        {"attributeNames": names, "results": [["M0q", 1, 1, ["B"]]]},
+        {"attributeNames": names, "results": [["M0q", 0, 2, ["B", "C"]]]},
+    ])
+    assert isinstance(merged, dict)
+    # Local consumers add up; the other routers are the same ones each
+    # worker hears of, counted once.
+    assert merged["results"] == [["M0q", 1, 2, ["B", "C"]]]
+
+
+def test_remote_routers_leave_out_siblings_and_make_another_routers_workers_one() -> None:
+    siblings = frozenset({"A.w1"})
+    assert remote_routers(["A.w1", "B", "B.w1", "C.w2"], siblings) == ["B", "C.w2"]
+    # A worker of a router known to the network is that router, even when
+    # the router's first worker has no consumer.
+    assert remote_routers(["B.w1", "C.w2"], siblings, known={"B", "C"}) == ["B", "C"]
+    # A router whose id only looks like a worker's is itself.
+    assert remote_routers(["site.w2"], frozenset(), known={"other"}) == ["site.w2"]
+
+
+def test_another_router_is_known_once_every_worker_knows_it() -> None:
+    assert plan({"operation": "READ", "type": P + "router.node",
+                 "identity": "router.node/B"}) is Plan.EVERY
+    found = Response(status=200, description="OK", body={"id": "B"})
+    missing = Response(status=404, description="Not found")
+    assert merge_every(found, [found, found]) is found
+    assert merge_every(found, [found, missing]) is missing
