@@ -101,7 +101,8 @@ class Network:
         self.protocol = RoutingProtocol(
             router_id, instance, hello_interval_s=t.hello_interval_s,
             hello_max_age_s=t.hello_max_age_s, ra_interval_s=t.ra_interval_s,
-            ra_interval_flux_s=t.ra_interval_flux_s, remote_ls_max_age_s=t.remote_ls_max_age_s)
+            ra_interval_flux_s=t.ra_interval_flux_s, remote_ls_max_age_s=t.remote_ls_max_age_s,
+            mobile_batch_s=t.mobile_batch_s)
         self.records = records
         self._record_for = record_for
         self._release_record = release_record

@@ -59,6 +59,11 @@ class ProtocolTimers:
     ra_interval_s: float = 30.0
     ra_interval_flux_s: float = 4.0
     remote_ls_max_age_s: float = 60.0
+    #: How soon a change of this router's own addresses is sent (None: at
+    #: the next tick, as qdrouterd).  A router's workers send theirs within
+    #: this, so that the others know a consumer about as soon as one router
+    #: would (docs/scaling.md#workers).
+    mobile_batch_s: float | None = None
 
 
 class RoutingProtocol:
@@ -73,6 +78,8 @@ class RoutingProtocol:
             ``helloIntervalSeconds`` ...). Flux mode lasts while the last
             topology change is at most ``2 * ra_interval_flux_s`` old.
         max_routers: the size of the router mask (qdrouterd: 128).
+        mobile_batch_s: send local address changes within this, not at the
+            next tick (``ProtocolTimers.mobile_batch_s``).
 
     Every input returns the list of effects to carry out, in order. The
     first ``tick`` is due at once; then one per second.
@@ -89,6 +96,7 @@ class RoutingProtocol:
         ra_interval_flux_s: float = 4.0,
         remote_ls_max_age_s: float = 60.0,
         max_routers: int = 128,
+        mobile_batch_s: float | None = None,
     ) -> None:
         self._id = router_id
         self._instance = instance
@@ -100,6 +108,9 @@ class RoutingProtocol:
                                   2 * ra_interval_flux_s, max_routers=max_routers)
         self._mobile = MobileSync(router_id)
         self._next_tick = float("-inf")
+        self._mobile_batch_s = mobile_batch_s
+        # When changed local addresses are due out before the next tick.
+        self._mobile_due: float | None = None
         self._last_ra: float | None = None
         self._incompatible: set[str] = set()
         self._warned: set[tuple[str, str]] = set()
@@ -212,21 +223,36 @@ class RoutingProtocol:
             No effects: changes are sent in one MAU at the next tick.
         """
         self._mobile.address_added(key, hint)
+        self._mobile_changed(now)
         return []
 
     def local_address_removed(self, key: str, now: float) -> list[Effect]:
         """Key ``key`` lost its last local destination (sent at the next tick)."""
         self._mobile.address_removed(key)
+        self._mobile_changed(now)
         return []
 
+    def _mobile_changed(self, now: float) -> None:
+        if self._mobile_batch_s is not None and self._mobile_due is None:
+            self._mobile_due = now + self._mobile_batch_s
+
     def next_deadline(self) -> float | None:
-        """When ``tick`` is next due (initially at once, then every second)."""
-        return self._next_tick
+        """When ``tick`` is next due (initially at once, then every second,
+        and sooner when local address changes are due out)."""
+        due = self._mobile_due
+        return self._next_tick if due is None or due > self._next_tick else due
 
     def tick(self, now: float) -> list[Effect]:
-        """Run the protocol tick if it is due; otherwise do nothing."""
+        """Run the protocol tick if it is due; otherwise send local address
+        changes if they are due; otherwise do nothing."""
         if now < self._next_tick - TIME_SLACK_S:
-            return []
+            due = self._mobile_due
+            if due is None or now < due - TIME_SLACK_S:
+                return []
+            self._mobile_due = None
+            mau = self._mobile.tick()
+            return [*mau, self._ra(now)] if mau else []
+        self._mobile_due = None
         following = self._next_tick + TICK_INTERVAL_S
         self._next_tick = following if following > now else now + TICK_INTERVAL_S
         effects = self._hello.tick(now, sorted(self._links))

@@ -57,6 +57,29 @@ def test_local_changes_are_batched_into_one_mau_per_tick_then_an_ra() -> None:
     assert sent(p.tick(2.0), "MAU") == []
 
 
+def test_a_workers_changes_go_out_within_the_batch_time_not_at_the_tick() -> None:
+    p = RoutingProtocol("A", 100, mobile_batch_s=0.01)
+    establish(p, "B")
+    p.control_received(lsu("B", {"A": 1}, instance=200), None, 0.0)
+    p.tick(0.0)
+    assert p.next_deadline() == 1.0
+    p.local_address_added("M0a", 2, 0.1)
+    p.local_address_added("M0b", 2, 0.105)
+    assert p.next_deadline() == pytest.approx(0.11)
+    assert p.tick(0.105) == []  # not yet due
+    effects = p.tick(0.11)
+    assert [e.message.opcode.value for e in of(effects, SendControl)] == ["MAU", "RA"]
+    assert of(effects, SendControl)[0].message == MobileAddressUpdate(
+        id="A", mobile_seq=1, add=["M0a", "M0b"], delete=[], hints=[2, 2])
+    # Nothing more until the next change or the regular tick, which sends
+    # no MAU of its own.
+    assert p.next_deadline() == 1.0
+    assert sent(p.tick(1.0), "MAU") == []
+    p.local_address_removed("M0a", 1.5)
+    assert [m.message for m in sent(p.tick(1.51), "MAU")] == [MobileAddressUpdate(
+        id="A", mobile_seq=2, add=[], delete=["M0a"], hints=[])]
+
+
 def test_removal_is_sent_as_del() -> None:
     p = router_a()
     p.local_address_added("M0a", 2, 0.1)
