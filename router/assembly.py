@@ -42,7 +42,7 @@ from router.adapter.connections.certificates import Certificates
 from router.adapter.connections.connectors import Connectors
 from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrades
 from router.adapter.connections.peergroup import DiscoverySettings, PeerGroup
-from router.adapter.connections.settings import MESH_NAME
+from router.adapter.connections.settings import MESH_NAME, internal
 from router.adapter.connections.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.connections.transports import Transports
 from router.adapter.effects import Effects
@@ -136,10 +136,14 @@ def build_engine(*, core: Router, router_id: str,
                       attaching.lookup_answered)
     stats = RouterStats(core=core, router_id=router_id, section=section,
                         connections=transports, links=links, counters=forwarder.counters,
-                        clock=clock, workers=count)
+                        clock=clock, workers=count,
+                        siblings=frozenset(worker.siblings() if worker is not None else ()))
     handoff: HttpHandoff = deque()
     listeners = Listeners(loop, transports, policy, handoff)
-    connector_part = Connectors(loop, transports, list(connectors))
+    # One router to the network: its inter-router connections are the
+    # first worker's; the others reach other routers through it.
+    held = None if worker is None or worker.index == 0 or core.edge_mode else _inter_router
+    connector_part = Connectors(loop, transports, list(connectors), held)
     group = PeerGroup(loop, connector_part)
     certificates = Certificates(profiles, listeners, connector_part, section)
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
@@ -204,6 +208,17 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings],
         engine.listeners.listen(mesh, worker.mesh_socket)
     return bound
 
+
+
+#: How soon a worker's siblings hear of its new and gone addresses (one
+#: router's threads know at once; other routers at the next second's tick).
+MOBILE_BATCH_S = 0.01
+
+
+def _inter_router(settings: ConnectorSettings) -> bool:
+    """Whether a connector joins this router to another (not to a sibling
+    worker)."""
+    return settings.role is Role.INTER_ROUTER and not internal(settings.name)
 
 
 def mesh_connectors(worker: WorkerPlan) -> list[ConnectorSettings]:
@@ -277,10 +292,11 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     mode = cfg.router.mode.value
     router_id = cfg.router.id or f"{mode.capitalize()}_{random_token()}"
     interior = mode == "interior"
+    joined = worker is not None and worker.mesh_socket is not None
     if worker is not None:
         router_id = worker.router_id
         # Workers joined as a local network speak the routing protocol.
-        interior = interior or worker.mesh_socket is not None
+        interior = interior or joined
     table = AddressTable()
     for spec in cfg.addresses:
         table.add(spec)
@@ -293,7 +309,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                                         hello_max_age_s=r.hello_max_age_seconds,
                                         ra_interval_s=r.ra_interval_seconds,
                                         ra_interval_flux_s=r.ra_interval_flux_seconds,
-                                        remote_ls_max_age_s=r.remote_ls_max_age_seconds),
+                                        remote_ls_max_age_s=r.remote_ls_max_age_seconds,
+                                        mobile_batch_s=MOBILE_BATCH_S if joined else None),
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
                   allow_resumable_link_route=r.allow_resumable_link_route,
                   redelivery_limit=r.redelivery_limit)

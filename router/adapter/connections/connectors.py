@@ -22,6 +22,8 @@ import random
 import select
 import socket
 import threading
+from collections.abc import Callable
+from typing import Final
 
 from router.adapter.connections.settings import ConnectorSettings
 from router.adapter.connections.state import Connector
@@ -29,6 +31,9 @@ from router.adapter.connections.transports import Transports
 from router.adapter.loop.eventloop import EventLoop
 
 log = logging.getLogger(__name__)
+
+#: A held connector's status line (management ``connectionMsg``).
+HELD: Final = "made by the router's first worker (docs/scaling.md#workers)"
 
 
 class Connectors:
@@ -38,11 +43,16 @@ class Connectors:
         loop: where connecting sockets are watched.
         transports: starts a connection once its socket connects.
         connectors: the configured connectors.
+        held: connectors this router lists and never connects (a worker's
+            inter-router connectors, which the router's first worker makes;
+            docs/scaling.md#workers).
     """
 
     def __init__(self, loop: EventLoop, transports: Transports,
-                 connectors: list[ConnectorSettings]) -> None:
+                 connectors: list[ConnectorSettings],
+                 held: Callable[[ConnectorSettings], bool] | None = None) -> None:
         self.loop = loop
+        self.held = held
         self.clock = loop.clock
         self.transports = transports
         self.connectors = [Connector(c) for c in connectors]
@@ -87,6 +97,10 @@ class Connectors:
     def _connect(self, connector: Connector) -> None:
         """Start an attempt to the connector's current peer: at once for an IP
         address, after resolving it for a host name."""
+        if self.held is not None and self.held(connector.settings):
+            connector.retry_at = None
+            connector.message = HELD
+            return
         peer = connector.failover.current
         connector.address = f"{peer.host}:{peer.port}"
         connector.retry_at = None
