@@ -97,15 +97,14 @@ class RouterProcess:
     """A running router; ``ports`` are its listeners' bound ports, in order."""
 
     def __init__(self, conf_text: str, name: str = "bench", timeout: float = 60.0,
-                 flavour: Flavour = HOP, args: tuple[str, ...] = (),
-                 ready: str = "Operational") -> None:
+                 flavour: Flavour = HOP, ready: str = "Operational") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"hop-bench-{name}-"))
         self.conf = self.dir / "hopd.conf"
         self.conf.write_text(conf_text)
         self.log = self.dir / "hopd.log"
         self.started = started = time.perf_counter()
         with self.log.open("wb") as log:
-            self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf), *args],
+            self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf)],
                                          stdout=log, stderr=subprocess.STDOUT)
         expected = conf_text.count("listener {")
         deadline = time.monotonic() + timeout

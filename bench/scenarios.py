@@ -616,9 +616,8 @@ def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
         conf = (f"router {{\n    mode: standalone\n    id: W\n    workerThreads: {workers}\n}}\n"
                 + listener(flavour) + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
         nodes = [worker_id("W", i % workers) if placed else None for i in range(count)]
-        # hopd runs the file's workerThreads only with --workers (docs/scaling.md).
-        args = ("--workers", str(workers)) if flavour is HOP else ()
-        with RouterProcess(conf, name=f"workers{workers}", flavour=flavour, args=args,
+        # The same conf file for both programs: its workerThreads is run.
+        with RouterProcess(conf, name=f"workers{workers}", flavour=flavour,
                            ready=f"Operational, {workers} Threads") as proc:
             url = proc.url
             recvs = [_placed(_recv_args(bins, url, f"flow{i}", n), nodes[i])

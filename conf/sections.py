@@ -162,14 +162,14 @@ class RouterSection(Section):
             aliases=("remoteLsMaxAge",),
         ),
     )
-    worker_threads: int = attrs.field(
-        default=4,
+    worker_threads: int | None = attrs.field(
+        default=None,
         metadata=setting(
             "workerThreads",
             IntegerType(1, 1024),
-            "I/O threads",
-            ignored="hopd runs one worker unless started with --workers N "
-                    "(docs/scaling.md#not-done-yet)",
+            "worker processes the router runs on, seen from outside as one router "
+            "(hopd --workers overrides it)",
+            default_doc="1 (qdrouterd's default is 4 threads)",
         ),
     )
     debug_dump_file: str | None = attrs.field(

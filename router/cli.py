@@ -24,7 +24,7 @@ import router
 from router import logs, service
 from router.adapter import Engine
 from router.assembly import assemble, random_token
-from router.workers import Joined, Supervisor, WorkerPlan
+from router.workers import Joined, Supervisor, WorkerPlan, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,8 @@ def _reopen_logs() -> None:
 @click.option("--workers", "workers", type=click.IntRange(min=1, max=1024), default=None,
               metavar="N",
               help="Run the router on N cores: N worker processes seen from outside as one "
-                   "router (docs/scaling.md#workers). Default: 1.")
+                   "router (docs/scaling.md#workers). Default: the conf file's "
+                   "workerThreads, else 1.")
 @click.version_option(router.__version__, "-v", "--version", prog_name="hopd",
                       message=f"%(prog)s, version %(version)s ({router.installed_build()} build)")
 def hopd(config_path: str | None, check_path: str | None, daemon: bool,
@@ -318,9 +319,12 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
                              tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks,
                              raise_internal_errors=os.environ.get(
                                  "HOP_RAISE_INTERNAL_ERRORS") == "1")
-    if workers is not None and workers > 1:
-        if cfg.discovery is not None:
-            click.echo("hopd: --workers does not go with a discovery group yet", err=True)
-            sys.exit(2)
-        sys.exit(serve_workers(cfg, source, workers, options))
+    if workers is not None and workers > 1 and cfg.discovery is not None:
+        click.echo("hopd: --workers does not go with a discovery group yet", err=True)
+        sys.exit(2)
+    count, why_one = worker_count(cfg, workers)
+    if why_one:
+        log.log(logs.NOTICE, "%s", why_one)
+    if count > 1:
+        sys.exit(serve_workers(cfg, source, count, options))
     sys.exit(serve(cfg, source, options))

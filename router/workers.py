@@ -57,6 +57,25 @@ _POLL_S = 0.5
 JOIN_TIMEOUT_S = 15.0
 
 
+def worker_count(cfg: conf.RouterConf, workers: int | None) -> tuple[int, str]:
+    """How many workers the router runs on: ``hopd --workers``, else the
+    conf file's ``workerThreads`` (1 when it does not say), and why a
+    ``workerThreads`` above 1 runs one worker, if it does: a peer group
+    (``discovery``) or an edge router, whose workers would each be an edge
+    of its own, not one router (docs/scaling.md#workers)."""
+    if workers is not None:
+        return workers, ""
+    asked = cfg.router.worker_threads or 1
+    if asked == 1:
+        return 1, ""
+    if cfg.discovery is not None:
+        return 1, f"workerThreads: {asked} is not run with a discovery group: one worker"
+    if cfg.router.mode.value == "edge":
+        return 1, (f"workerThreads: {asked} is not run by an edge router: one worker "
+                   "(hopd --workers runs an edge router's workers as edges of their own)")
+    return asked, ""
+
+
 def worker_id(router_id: str, index: int) -> str:
     """Worker ``index``'s node id: the router's own for the first, then
     ``<id>.w<index>`` (docs/scaling.md#workers)."""

@@ -20,6 +20,7 @@ from proton.utils import BlockingConnection, ConnectionClosed
 from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import LISTENING, Hop, router_conf
+from tests.system.network import interior_conf
 from tests.system.mgmt import PREFIX, Management
 from tests.system.test_console_api import request
 from tests.system.test_metrics import HTTP_LISTENER, scrape
@@ -239,14 +240,11 @@ def test_metrics_and_the_console_show_the_whole_router(start_router: StartRouter
             conn.close()
 
 
-def test_the_conf_files_worker_threads_is_not_run_and_the_option_is(
+def test_the_conf_files_worker_threads_is_run_and_the_option_overrides_it(
         start_router: StartRouter) -> None:
     conf_text = router_conf(router_id="W").replace("    id: W\n",
                                                     "    id: W\n    workerThreads: 2\n")
-    one = start_router(conf_text, name="one")
-    one.wait_log(r"Operational, 1 Threads Running")
-    assert "workerThreads" in one.log_text(), "the file's attribute is said to be ignored"
-    two = start_router(conf_text, name="two", args=WORKERS)
+    two = start_router(conf_text, name="two")
     two.wait_log(r"Operational, 2 Threads Running")
     mgmt = Management(two.url)
     try:
@@ -254,6 +252,48 @@ def test_the_conf_files_worker_threads_is_not_run_and_the_option_is(
         assert router["workerThreads"] == 2
     finally:
         mgmt.close()
+    one = start_router(conf_text, name="one", args=("--workers", "1"))
+    one.wait_log(r"Operational, 1 Threads Running")
+    # An edge router runs one worker, and says why.
+    edge = start_router(conf_text.replace("mode: standalone", "mode: edge"), name="edge")
+    edge.wait_log(r"Operational, 1 Threads Running")
+    assert "is not run by an edge router" in edge.log_text()
+
+
+def test_two_routers_of_workers_are_two_routers_to_each_other(
+        start_router: StartRouter) -> None:
+    def started(router_id: str, connectors: dict[int, int]) -> Hop:
+        conf_text = interior_conf(router_id, connectors).replace(
+            f"    id: {router_id}\n", f"    id: {router_id}\n    workerThreads: 2\n")
+        hop = start_router(conf_text, name=router_id, listeners=3)
+        hop.wait_log(r"Operational, 2 Threads Running")
+        return hop
+
+    a = started("A", {})
+    b = started("B", {a.ports[1]: 1})
+    # A consumer on any worker of B is known to A as one remote router.
+    receiver_conn = connect(b.url)
+    receiver_conn.create_receiver("far.away", credit=10)
+    mgmt = Management(a.url)
+    try:
+        def known() -> dict[str, Any] | None:
+            rows = [r for r in mgmt.query("router.address") if r["name"] == "M0far.away"]
+            return rows[0] if rows and rows[0]["remoteCount"] else None
+        wait_for(known, 20, "the address on A")
+        row = known()
+        assert row is not None
+        assert row["remoteCount"] == 1
+        assert row["remoteHostRouters"] == ["B"]
+        assert row["subscriberCount"] == 0
+        # One inter-router connection between them (B's first worker's), as
+        # between two routers: the other worker lists its connector, held.
+        links = [c for c in mgmt.query("connection") if c["role"] == "inter-router"]
+        assert [c["container"] for c in links] == ["B"], links
+    finally:
+        mgmt.close()
+        receiver_conn.close()
+    for i in range(4):
+        assert deliver_across(a.url, b.url, f"far.{i}", i) == Delivery.ACCEPTED
 
 
 def test_deliveries_held_by_a_killed_worker_get_an_outcome(start_router: StartRouter) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import conf
-from router.workers import Supervisor, WorkerPlan, worker_id
+from router.workers import Supervisor, WorkerPlan, worker_count, worker_id
 
 CONF = """router {
     mode: standalone
@@ -30,6 +30,24 @@ listener {
 
 def test_worker_ids() -> None:
     assert [worker_id("R", i) for i in range(3)] == ["R", "R.w1", "R.w2"]
+
+
+def _router(mode: str, extra: str = "") -> conf.RouterConf:
+    return conf.parse(CONF.replace("mode: standalone", f"mode: {mode}")
+                      .replace("    id: S\n", f"    id: S\n{extra}"), "test.conf")
+
+
+def test_how_many_workers_run() -> None:
+    assert worker_count(_router("standalone"), None) == (1, "")
+    assert worker_count(_router("interior", "    workerThreads: 4\n"), None) == (4, "")
+    # hopd --workers overrides the file.
+    assert worker_count(_router("interior", "    workerThreads: 4\n"), 2) == (2, "")
+    assert worker_count(_router("standalone", "    workerThreads: 4\n"), 1) == (1, "")
+    # An edge router runs the file's workerThreads as one worker, saying
+    # why; hopd --workers runs its workers all the same.
+    count, why = worker_count(_router("edge", "    workerThreads: 4\n"), None)
+    assert count == 1 and "edge router" in why
+    assert worker_count(_router("edge", "    workerThreads: 4\n"), 2) == (2, "")
 
 
 @pytest.fixture
