@@ -20,8 +20,8 @@ from proton.utils import BlockingConnection, ConnectionClosed
 from tests.system.clients import connect, deliver_across, receive_all, send_async, wait_all
 from tests.system.conftest import StartRouter
 from tests.system.harness import LISTENING, Hop, router_conf
-from tests.system.network import interior_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.network import interior_conf
 from tests.system.test_console_api import request
 from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.waiting import wait_for
