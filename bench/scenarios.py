@@ -600,6 +600,11 @@ def _placed(argv: list[str], node: str | None, settle_s: float = 1.0) -> Any:
     raise RuntimeError(f"no connection landed on {node}")
 
 
+#: How long after the first sender of ``worker_flows`` is started they all
+#: begin sending: time to place each of them on its worker.
+SENDERS_START_NS = 2_000_000_000
+
+
 def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
                  count: int = 2) -> Callable[[dict[str, Path], Scale], Record]:
     """``count`` independent flows (a sender and a receiver each, their own
@@ -624,8 +629,11 @@ def worker_flows(workers: int, placed: bool, flavour: Flavour = HOP,
                      for i in range(count)]
             time.sleep(2.5)  # every address known to every worker
             cpu0 = proc.cpu()
-            senders = [_placed(_send_args(bins, url, f"flow{i}", n, 100, False), nodes[i],
-                               settle_s=0.05) for i in range(count)]
+            # Placed one after another (a sender in the wrong place is
+            # started again), the senders all begin at one time.
+            start_at = ["--start-at", str(time.monotonic_ns() + SENDERS_START_NS)]
+            senders = [_placed([*_send_args(bins, url, f"flow{i}", n, 100, False), *start_at],
+                               nodes[i], settle_s=0.05) for i in range(count)]
             sent = [finish(p, scale.timeout) for p in senders]
             received = [finish(p, scale.timeout) for p in recvs]
             cpu = proc.cpu() - cpu0

@@ -3,11 +3,14 @@
  *
  *   hop-send URL ADDRESS [--count N] [--size S] [--presettled] [--rate R]
  *                        [--timeout SECS] [--no-sasl] [--node NAME]
+ *                        [--start-at NS]
  *
  * Sends N messages whose body is one Data section of S bytes; the last 8
  * bytes of every message (the end of the body) carry the CLOCK_MONOTONIC
  * send time in nanoseconds, little-endian.  The message is encoded once and
- * only those 8 bytes are patched per message.
+ * only those 8 bytes are patched per message.  With --start-at, the link is
+ * attached at once and the first message waits for that CLOCK_MONOTONIC
+ * time, so that several senders placed one after another start together.
  *
  * Prints one JSON line on stdout at the end; exit 0 on success, 1 on
  * timeout or connection failure (reason on stderr), 2 on bad usage.
@@ -44,6 +47,7 @@ typedef struct {
     bool no_sasl;
     const char *node;         /* --node: the router node to be served by */
     char node_seen[128];      /* the node that served it */
+    uint64_t start_at;        /* --start-at: monotonic ns of the first send (0: at once) */
     bool tls;     /* amqps:// */
 
     /* proton */
@@ -84,7 +88,8 @@ static void usage(void)
             "  --rate     messages per second, 0 = as fast as credit allows (default 0)\n"
             "  --timeout  give up after SECS seconds (default 60)\n"
             "  --no-sasl  skip the SASL layer (default: SASL ANONYMOUS)\n"
-            "  --node     exit 3 unless the router's container id is NAME\n",
+            "  --node     exit 3 unless the router's container id is NAME\n"
+            "  --start-at send the first message at this CLOCK_MONOTONIC time (ns)\n",
             prog);
     exit(2);
 }
@@ -108,6 +113,8 @@ static void parse_args(sender_t *s, int argc, char **argv)
             s->no_sasl = true;
         } else if (hop_opt_value(prog, argc, argv, &i, "--node", &v)) {
             s->node = v;
+        } else if (hop_opt_value(prog, argc, argv, &i, "--start-at", &v)) {
+            s->start_at = hop_parse_u64(prog, "--start-at", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--count", &v)) {
             s->count = hop_parse_u64(prog, "--count", v);
         } else if (hop_opt_value(prog, argc, argv, &i, "--size", &v)) {
@@ -224,6 +231,9 @@ static void send_available(sender_t *s)
     if (link == NULL || s->closing || s->sent >= s->count) {
         return;
     }
+    if (s->sent == 0 && s->start_at != 0 && hop_now_ns() < s->start_at) {
+        return;                 /* the timer wakes the connection at start_at */
+    }
     uint64_t limit = s->count;
     if (s->rate > 0.0) {
         if (s->sched0 == 0) {
@@ -304,6 +314,10 @@ static void arm_timer(sender_t *s)
         pn_proactor_set_timeout(s->proactor, 1);
         return;
     }
+    if (s->sent == 0 && s->start_at > now) {
+        pn_proactor_set_timeout(s->proactor, (pn_millis_t)((s->start_at - now) / 1000000u + 1));
+        return;
+    }
     uint64_t left = s->deadline > now ? s->deadline - now : 0;
     uint64_t ms = left / 1000000u + 1;
     if (ms > 0x7fffffffu) {
@@ -377,7 +391,8 @@ static void handle(sender_t *s, pn_event_t *e)
             }
             break;
         }
-        if (s->rate > 0.0 && s->conn != NULL && s->sent < s->count) {
+        if (s->conn != NULL && s->sent < s->count
+            && (s->rate > 0.0 || (s->sent == 0 && s->start_at != 0))) {
             pn_connection_wake(s->conn);
         }
         arm_timer(s);
@@ -472,7 +487,11 @@ int main(int argc, char **argv)
 
     hop_tune_malloc();
     s.proactor = pn_proactor();
-    s.deadline = hop_now_ns() + (uint64_t)(s.timeout_s * 1e9);
+    uint64_t begin = hop_now_ns();
+    if (s.start_at > begin) {
+        begin = s.start_at;
+    }
+    s.deadline = begin + (uint64_t)(s.timeout_s * 1e9);
     s.conn = pn_connection();
     char container[64];
     snprintf(container, sizeof container, "hop-send-%ld", (long)getpid());
