@@ -194,9 +194,13 @@ def _close(transports: Transports, conn: Connection, why: str) -> None:
 
 
 def bind(engine: Engine, listeners: Iterable[ListenerSettings],
-         worker: WorkerPlan | None = None) -> list[Listener]:
+         worker: WorkerPlan | None = None,
+         section: conf.RouterSection | None = None) -> list[Listener]:
     """Open every listening socket, or take a worker's (already listening,
-    in the same order); raises OSError if one cannot listen."""
+    in the same order); raises OSError if one cannot listen.  ``section``:
+    the router's, whose SASL configuration the workers' own listener uses
+    too (proton sets Cyrus SASL up once per process, from the first
+    listener whose connection authenticates)."""
     if worker is None:
         return [engine.listeners.listen(settings) for settings in listeners]
     bound = [engine.listeners.listen(settings, sock)
@@ -204,7 +208,7 @@ def bind(engine: Engine, listeners: Iterable[ListenerSettings],
     if worker.mesh_socket is not None:
         mesh = listener_settings(conf.ListenerSection(
             name=MESH_NAME, host=worker.mesh_path(worker.index), port="0",
-            role=Role.INTER_ROUTER))
+            role=Role.INTER_ROUTER), router=section)
         engine.listeners.listen(mesh, worker.mesh_socket)
     return bound
 
@@ -355,7 +359,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     log.info("Router started in %s mode, id=%s (configuration: %s)",
              mode.capitalize(), router_id, source)
     try:
-        bound = bind(engine, listeners, worker)
+        bound = bind(engine, listeners, worker, cfg.router)
     except OSError as exc:
         engine.close()
         raise ServiceError(f"Shutting down, required listener failed: {exc}") from None

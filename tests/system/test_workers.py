@@ -22,7 +22,8 @@ from tests.system.conftest import StartRouter
 from tests.system.harness import LISTENING, Hop, router_conf
 from tests.system.mgmt import PREFIX, Management
 from tests.system.network import interior_conf
-from tests.system.test_console_api import request
+from tests.system.sasl_users import PASSWORD, make_users
+from tests.system.test_console_api import basic, request
 from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.waiting import wait_for
 
@@ -238,6 +239,42 @@ def test_metrics_and_the_console_show_the_whole_router(start_router: StartRouter
     finally:
         for conn in clients:
             conn.close()
+
+
+def test_users_log_in_on_every_worker_and_the_console_changes_each(
+        start_router: StartRouter, tmp_path: Path) -> None:
+    (tmp_path / "sasl").mkdir()
+    users = make_users(tmp_path / "sasl", ("alice",))
+    plain = ("    authenticatePeer: yes\n    saslMechanisms: PLAIN\n"
+             "    allowInsecureMechanisms: yes\n")
+    hop = start_router(
+        f"router {{\n    mode: standalone\n    id: W\n    workerThreads: 2\n"
+        f"    saslConfigDir: {users.config_dir}\n    saslConfigName: {users.config_name}\n}}\n"
+        "listener {\n    host: 127.0.0.1\n    port: 0\n}\n"
+        f"listener {{\n    host: 127.0.0.1\n    port: 0\n    http: yes\n{plain}}}\n"
+        f"listener {{\n    host: 127.0.0.1\n    port: 0\n{plain}}}\n", listeners=3)
+    hop.wait_log(r"Operational, 2 Threads Running")
+    # A user logs in whichever worker serves the connection (each sets its
+    # SASL library up from the conf file, the workers' own listener too).
+    served: set[str] = set()
+    deadline = time.monotonic() + 20
+    while served != {"W", "W.w1"} and time.monotonic() < deadline:
+        conn = BlockingConnection(f"amqp://127.0.0.1:{hop.ports[2]}", user="alice@hop",
+                                  password=PASSWORD, allowed_mechs="PLAIN", timeout=10)
+        served.add(str(conn.conn.remote_container))
+        conn.close()
+    assert served == {"W", "W.w1"}
+    status, made, _ = request(hop.ports[1], "POST", "/api/v1/router.config.address",
+                              {"name": "console-made", "prefix": "console-made",
+                               "distribution": "closest"}, basic("alice@hop"))
+    assert status == 201, made
+    for node in ("W", "W.w1"):
+        one = Management(hop.url, f"_topo/0/{node}/$management")
+        try:
+            assert [a for a in _local_query(one, "router.config.address")
+                    if a["name"] == "console-made"], f"the address made on {node}"
+        finally:
+            one.close()
 
 
 def test_the_conf_files_worker_threads_is_run_and_the_option_overrides_it(
