@@ -159,9 +159,10 @@ class Console:
             return
         if parsed.router is None or parsed.router == self.router_id:
             if self.node is not None and self.node.workers is not None \
-                    and plan(parsed.request.properties) is Plan.QUERY:
-                # The whole router's rows: the management node gathers them
-                # from every worker (docs/scaling.md#management).
+                    and plan(parsed.request.properties) is not Plan.ALONE:
+                # About the whole router: the management node gathers the
+                # rows of every worker, makes a change on each, finds the
+                # worker that has a connection (docs/scaling.md#management).
                 self._remote(attrs.evolve(parsed, router=self.router_id), reply)
                 return
             done = self._local(parsed.request)
