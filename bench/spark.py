@@ -17,6 +17,12 @@ Each figure is the median of ``--rounds`` runs after one warm-up run. A
 micro-batch holds at most the router's window of unsettled messages per
 producer (``linkCapacity``, 250 by default, as in qdrouterd); the streaming
 read is measured with the default and with ``--link-capacity``.
+
+``--parts`` says where the time goes instead (docs/spark.md#where-the-time-goes):
+the data source's per-row conversions alone, its AMQP sender and receiver
+alone against the router (no Spark), and Spark alone with data sources that
+only hand rows over (rows and Arrow record batches), each in rows/s or
+microseconds a row.
 """
 
 from __future__ import annotations
@@ -100,6 +106,104 @@ def streaming_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> 
     return rows / seconds
 
 
+# ----------------------------------------------------------------------------
+# Where the time goes (--parts)
+
+
+def _codec_us(rows: int) -> dict[str, float]:
+    """Microseconds a row for the data source's conversions, in one process."""
+    from spark.codec import message_of, row_of
+
+    row = {"body": "x" * 100}
+    started = time.perf_counter()
+    messages = [message_of(row, f"w:0:{i}", "parts", False) for i in range(rows)]
+    built = time.perf_counter()
+    encoded = [m.encode() for m in messages]
+    done_encoding = time.perf_counter()
+    for data in encoded:
+        row_of(data, "parts", 0.0)
+    decoded = time.perf_counter()
+    return {"row to message (message_of)": (built - started) * 1e6 / rows,
+            "message to bytes (proton encode)": (done_encoding - built) * 1e6 / rows,
+            "bytes to row (row_of)": (decoded - done_encoding) * 1e6 / rows}
+
+
+def _clients(bins: Any, rows: int) -> dict[str, float]:
+    """The data source's sender and receiver alone against one router: rows/s."""
+    from spark.client import Inbox, Outbox
+    from spark.codec import message_of
+    from spark.options import Endpoint
+
+    messages = [message_of({"body": "x" * 100}, f"w:0:{i}", "pw", False) for i in range(rows)]
+    with RouterProcess(_conf(5000), name="spark-parts") as router:
+        url = router.url
+        recv = start([str(bins["hop-recv"]), url, "pw", "--count", str(rows),
+                      "--timeout", "300"])
+        time.sleep(0.3)
+        where = Endpoint(url=f"amqp://{url}", address="pw", connect_timeout_s=10)
+        started = time.perf_counter()
+        Outbox(where, iter(messages), target="pw", window=1000, send_timeout_s=60).run()
+        sent_rate = rows / (time.perf_counter() - started)
+        finish(recv, 60)
+        send = start([str(bins["hop-send"]), url, "pr", "--count", str(rows), "--size", "100",
+                      "--timeout", "300"])
+        inbox = Inbox(Endpoint(url=f"amqp://{url}", address="pr", connect_timeout_s=10),
+                      credit=1000).start()
+        started = time.perf_counter()
+        got = 0
+        try:
+            while got < rows:
+                records = inbox.take()
+                if not records:
+                    if not inbox.wait(30):
+                        raise RuntimeError(f"received {got} of {rows}")
+                    continue
+                got += len(records)
+                inbox.settle([r.token for r in records])
+            received_rate = rows / (time.perf_counter() - started)
+        finally:
+            inbox.close()
+        finish(send, 60)
+    return {"sender alone (Outbox)": sent_rate, "receiver alone (Inbox)": received_rate}
+
+
+def _spark_alone(spark: Any, rows: int) -> dict[str, float]:
+    """Spark's own part: data sources that only hand rows over, rows/s."""
+    from bench.spark_noop import register
+
+    register(spark)
+    df = spark.range(rows, numPartitions=2).selectExpr(
+        "lpad(cast(id as string), 100, 'x') as body")
+    out: dict[str, float] = {}
+    for label, name in (("rows", "hop-noop-rows"), ("Arrow batches", "hop-noop-arrow")):
+        df.write.format(name).mode("append").save()  # warm-up
+        started = time.perf_counter()
+        df.write.format(name).mode("append").save()
+        out[f"Spark write alone, {label}"] = rows / (time.perf_counter() - started)
+        spark.read.format(name).option("rows", str(rows)).load().count()
+        started = time.perf_counter()
+        spark.read.format(name).option("rows", str(rows)).load().count()
+        out[f"Spark read alone, {label}"] = rows / (time.perf_counter() - started)
+    return out
+
+
+def parts(rows: int) -> None:
+    from spark import session
+
+    for name, us in _codec_us(rows).items():
+        print(f"{name:40} {us:8.1f} us a row")
+    bins = build()
+    for name, rate in _clients(bins, rows).items():
+        print(f"{name:40} {rate:10,.0f} rows/s")
+    spark = session("hop-bench-parts")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        for name, rate in _spark_alone(spark, rows).items():
+            print(f"{name:40} {rate:10,.0f} rows/s")
+    finally:
+        spark.stop()
+
+
 Run = Callable[[Any, Any, str, int, str], float]
 
 
@@ -115,7 +219,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--link-capacity", type=int, default=5000)
+    parser.add_argument("--parts", action="store_true",
+                        help="where the time goes: each part alone (see the module's text)")
     args = parser.parse_args()
+    if args.parts:
+        parts(args.rows)
+        return
 
     from spark import session
 
