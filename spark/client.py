@@ -18,18 +18,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from proton import Delivery, Endpoint, Message, Terminus
+from cproton_ffi import ffi, lib
+from proton import Delivery, Message, Terminus
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector, LinkOption
 
 from spark.errors import AmqpConnectError, AmqpDeliveryError
 from spark.ledger import Record, Token
 from spark.options import Endpoint as Where
+from spark.wire import Wire, condition_text
 
 log = logging.getLogger(__name__)
-
-_OUTCOMES = {Delivery.REJECTED: "rejected", Delivery.RELEASED: "released",
-             Delivery.MODIFIED: "modified"}
 
 
 def _condition(obj: Any) -> str:
@@ -310,88 +309,10 @@ class Inbox:
         self._thread.join(self.where.connect_timeout_s)
 
 
-class _Sending(_Watching):
-    def __init__(self, outbox: Outbox) -> None:
-        super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
-        self.box = self.owner = outbox
-
-    def on_start(self, event: Any) -> None:
-        box = self.box
-        self.conn = _connect(event.container, box.where)
-        self.sender = event.container.create_sender(self.conn, box.target)
-        box.last_progress = time.monotonic()
-        event.container.schedule(1.0, self)
-
-    def on_timer_task(self, event: Any) -> None:
-        box = self.box
-        if box.done:
-            return
-        if time.monotonic() - box.last_progress > box.send_timeout_s:
-            why = ("no credit" if self.sender.credit == 0 else "no outcome") + \
-                f" from the router for {box.send_timeout_s:g} s"
-            where = f"address {box.target!r}" if box.target else "the anonymous sender"
-            self._failed(f"{why} on {where}: does the address have a consumer?")
-            return
-        event.container.schedule(1.0, self)
-
-    def on_sendable(self, event: Any) -> None:
-        self._pump()
-
-    def _pump(self) -> None:
-        box = self.box
-        sender = self.sender
-        while not box.exhausted and sender.credit > 0 and len(box.unsettled) < box.window:
-            try:
-                msg = next(box.messages)
-            except StopIteration:
-                box.exhausted = True
-                break
-            dlv = sender.send(msg)
-            box.unsettled[dlv] = msg.id
-            box.sent += 1
-        self._maybe_done()
-
-    def _maybe_done(self) -> None:
-        box = self.box
-        if box.exhausted and not box.unsettled and not box.done:
-            box.done = True
-            self.conn.close()
-
-    def on_accepted(self, event: Any) -> None:
-        box = self.box
-        box.unsettled.pop(event.delivery, None)
-        box.accepted += 1
-        box.last_progress = time.monotonic()
-        self._pump()
-
-    def _outcome(self, event: Any) -> None:
-        box = self.box
-        dlv = event.delivery
-        message_id = box.unsettled.pop(dlv, None)
-        outcome = _OUTCOMES.get(dlv.remote_state, str(dlv.remote_state))
-        cond = dlv.remote.condition
-        detail = f" ({cond.name}: {cond.description})" if cond is not None else ""
-        self._failed(f"message {message_id} was {outcome}{detail}; the task fails so that "
-                   "Spark runs it again")
-
-    on_rejected = on_released = _outcome  # proton reports MODIFIED as released
-
-    def _failed(self, what: str) -> None:
-        box = self.box
-        if box.failure is None and not box.done:
-            box.failure = what
-        box.done = True
-        if self.conn.state & Endpoint.LOCAL_ACTIVE:
-            self.conn.close()
-
-    def _quiet(self) -> bool:
-        return self.box.done
-
-    def _unsettled(self) -> str:
-        return f" with {len(self.box.unsettled)} message(s) unsettled"
-
 class Outbox:
-    """Send messages unsettled, at most ``window`` in flight, until all are accepted."""
+    """Send messages unsettled, at most ``window`` in flight, until all are
+    accepted, over a :class:`spark.wire.Wire` driven from the task's own
+    thread: a batch of messages per wake-up, no reactor."""
 
     def __init__(self, where: Where, messages: Iterator[Message], *, target: str | None,
                  window: int, send_timeout_s: float) -> None:
@@ -400,14 +321,11 @@ class Outbox:
         self.target = target
         self.window = window
         self.send_timeout_s = send_timeout_s
-        self.unsettled: dict[Delivery, Any] = {}
-        self.exhausted = False
-        self.done = False
+        # In flight: delivery tag -> message id.
+        self.unsettled: dict[int, Any] = {}
         self.failure: str | None = None
-        self.opened = False
         self.sent = 0
         self.accepted = 0
-        self.last_progress = time.monotonic()
 
     def run(self) -> int:
         """Send everything; the number accepted. Raises when any was not accepted."""
@@ -416,9 +334,103 @@ class Outbox:
         except StopIteration:
             return 0  # an empty partition: nothing to wait for, not even credit
         self.messages = itertools.chain((first,), self.messages)
-        Container(_Sending(self)).run()
+        wire = Wire(self.where)
+        try:
+            self._send_all(wire)
+        finally:
+            wire.close()
         if self.failure is not None:
-            if not self.opened:
+            if not wire.opened:
                 raise AmqpConnectError(self.failure)
             raise AmqpDeliveryError(self.failure)
         return self.accepted
+
+    def _send_all(self, wire: Wire) -> None:
+        ssn = lib.pn_session(wire.conn)
+        lib.pn_session_open(ssn)
+        link = lib.pn_sender(ssn, f"hop-spark-{id(self)}".encode())
+        if self.target is not None:
+            lib.pn_terminus_set_address(lib.pn_link_target(link), self.target.encode())
+        lib.pn_link_set_snd_settle_mode(link, lib.PN_SND_UNSETTLED)
+        lib.pn_link_open(link)
+        tag = ffi.new("uint64_t*")
+        tag_bytes = ffi.new("pn_bytes_t*", (8, ffi.cast("char*", tag)))[0]
+        exhausted = False
+        last_progress = time.monotonic()
+        while self.failure is None:
+            # Send what credit and the window allow.
+            while not exhausted and len(self.unsettled) < self.window \
+                    and lib.pn_link_credit(link) > 0:
+                try:
+                    msg = next(self.messages)
+                except StopIteration:
+                    exhausted = True
+                    break
+                data = msg.encode()
+                tag[0] = self.sent
+                lib.pn_delivery(link, tag_bytes)  # the link's current delivery
+                lib.pn_link_send(link, ffi.from_buffer(data), len(data))
+                lib.pn_link_advance(link)
+                self.unsettled[self.sent] = msg.id
+                self.sent += 1
+            if exhausted and not self.unsettled:
+                return
+            wire.pump(0.5)
+            progressed = self._events(wire, link)
+            now = time.monotonic()
+            if progressed:
+                last_progress = now
+            elif now - last_progress > self.send_timeout_s:
+                why = ("no credit" if lib.pn_link_credit(link) == 0 else "no outcome") + \
+                    f" from the router for {self.send_timeout_s:g} s"
+                where = f"address {self.target!r}" if self.target else "the anonymous sender"
+                self.failure = f"{why} on {where}: does the address have a consumer?"
+
+    def _events(self, wire: Wire, link: Any) -> bool:
+        """Take the outcomes and failures that arrived; whether any outcome did."""
+        progressed = False
+        for kind, handle in wire.events():
+            if kind == lib.PN_DELIVERY:
+                dlv = handle
+                state = lib.pn_delivery_remote_state(dlv)
+                if state == 0 and not lib.pn_delivery_settled(dlv):
+                    continue  # no outcome yet
+                tag = lib.pn_delivery_tag(dlv)
+                key = int.from_bytes(ffi.buffer(tag.start, tag.size), "little")
+                message_id = self.unsettled.pop(key, None)
+                lib.pn_delivery_settle(dlv)
+                progressed = True
+                if state == lib.PN_ACCEPTED:
+                    self.accepted += 1
+                elif self.failure is None:
+                    outcome = _OUTCOME_NAMES.get(state, f"settled with outcome {state}")
+                    cond = condition_text(lib.pn_disposition_condition(
+                        lib.pn_delivery_remote(dlv)))
+                    detail = f" ({cond})" if cond else ""
+                    self.failure = (f"message {message_id} was {outcome}{detail}; the task "
+                                    "fails so that Spark runs it again")
+            elif kind in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+                if self.failure is None:
+                    cond = condition_text(lib.pn_link_remote_condition(handle))
+                    address = self.target
+                    self.failure = ("the router refused or closed the link"
+                                    + (f" to {address!r}" if address else "")
+                                    + (f" ({cond})" if cond else ""))
+            elif kind == lib.PN_CONNECTION_REMOTE_CLOSE:
+                if self.failure is None:
+                    self.failure = f"the router closed the connection ({wire.connection_failure()})"
+            elif kind == lib.PN_TRANSPORT_CLOSED and self.failure is None:
+                url = self.where.url
+                why = wire.transport_failure()
+                if not wire.opened:
+                    self.failure = (f"cannot reach the router at {url}"
+                                    + (f" ({why})" if why else ""))
+                else:
+                    self.failure = (f"lost the connection to the router at {url} with "
+                                    f"{len(self.unsettled)} message(s) unsettled"
+                                    + (f" ({why})" if why else ""))
+        return progressed
+
+
+_OUTCOME_NAMES = {lib.PN_REJECTED: "rejected", lib.PN_RELEASED: "released",
+                  lib.PN_MODIFIED: "modified"}
