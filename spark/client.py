@@ -3,9 +3,9 @@
 Both are proton clients of the router. :class:`Inbox` keeps a receiver in
 a thread of its own, so that messages keep arriving between Spark's calls;
 every proton object stays in that thread and other threads hand it work
-through an event injector. :class:`Outbox` sends one Spark partition from
-the task's own thread and returns only when the router has accepted every
-message.
+through a queue. :class:`Outbox` sends one Spark partition from the task's
+own thread and returns only when the router has accepted every message.
+Both drive proton's C engine from a loop of their own (:mod:`spark.wire`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from cproton_ffi import ffi, lib
-from proton import Delivery, Message, Terminus
-from proton.handlers import MessagingHandler
-from proton.reactor import ApplicationEvent, Container, EventInjector, LinkOption
+from proton import Message
 
 from spark.errors import AmqpConnectError, AmqpDeliveryError
 from spark.ledger import Record, Token
@@ -31,133 +30,13 @@ from spark.wire import Wire, condition_text
 log = logging.getLogger(__name__)
 
 
-def _condition(obj: Any) -> str:
-    cond = getattr(obj, "condition", None) or getattr(obj, "remote_condition", None)
-    if cond is None:
-        return ""
-    return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
-
-
-def _connect(container: Container, where: Where) -> Any:
-    kwargs: dict[str, Any] = {"reconnect": False}
-    if where.user:
-        kwargs.update(user=where.user, password=where.password or "",
-                      allowed_mechs="PLAIN", allow_insecure_mechs=True)
-    return container.connect(where.url, **kwargs)
-
-
-class _DurableSource(LinkOption):  # type: ignore[misc]
-    """A source terminus that outlives the link: durable, never expiring."""
-
-    def apply(self, link: Any) -> None:
-        link.source.durability = Terminus.DELIVERIES
-        link.source.expiry_policy = Terminus.EXPIRE_NEVER
-        link.target.durability = Terminus.DELIVERIES
-        link.target.expiry_policy = Terminus.EXPIRE_NEVER
-
-    def test(self, link: Any) -> bool:
-        return bool(link.is_receiver)
-
-
-class _Watching(MessagingHandler):  # type: ignore[misc]
-    """What the receiver and the sender share: a failure said in words.
-
-    ``owner`` is the Inbox or Outbox, with ``where`` and ``opened``; the
-    subclass says how a failure is recorded and when the end is expected.
-    """
-
-    owner: Any
-
-    def _failed(self, what: str) -> None:
-        raise NotImplementedError
-
-    def _quiet(self) -> bool:
-        """Whether the connection is ending on purpose."""
-        raise NotImplementedError
-
-    def _unsettled(self) -> str:
-        return ""
-
-    def on_link_error(self, event: Any) -> None:
-        address = self.owner.where.address
-        self._failed("the router refused or closed the link"
-                     + (f" to {address!r}" if address else "")
-                     + f" ({_condition(event.link.remote_condition and event.link)})")
-
-    def on_connection_error(self, event: Any) -> None:
-        self._failed(f"the router closed the connection "
-                     f"({_condition(event.connection.remote_condition and event.connection)})")
-
-    def on_transport_error(self, event: Any) -> None:
-        if not self._quiet():
-            self._failed(f"cannot reach the router at {self.owner.where.url} "
-                         f"({_condition(event.transport)})")
-
-    def on_connection_opened(self, event: Any) -> None:
-        self.owner.opened = True
-
-    def on_disconnected(self, event: Any) -> None:
-        if self._quiet():
-            return
-        url = self.owner.where.url
-        why = _condition(event.transport)
-        if not self.owner.opened:
-            self._failed(f"cannot reach the router at {url} ({why})")
-        else:
-            self._failed(f"lost the connection to the router at {url}{self._unsettled()}"
-                         + (f" ({why})" if why else ""))
-
-
-class _Receiving(_Watching):
-    def __init__(self, inbox: Inbox) -> None:
-        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
-        self.inbox = self.owner = inbox
-
-    def on_start(self, event: Any) -> None:
-        inbox = self.inbox
-        conn = _connect(event.container, inbox.where)
-        options = [_DurableSource()] if inbox.durable else None
-        inbox.link = event.container.create_receiver(
-            conn, inbox.where.address, name=inbox.name, options=options)
-        inbox.link.flow(inbox.initial_credit)
-
-    def on_link_opened(self, event: Any) -> None:
-        source = event.link.remote_source
-        if source is None or (source.address is None and not source.dynamic):
-            return  # a refusal comes next, with a detach
-        self.inbox.ready.set()
-
-    def on_delivery(self, event: Any) -> None:
-        dlv = event.delivery
-        link = event.link
-        if dlv.aborted:
-            dlv.settle()
-            link.flow(1)
-            return
-        if not dlv.readable or dlv.partial:
-            return
-        data = link.recv(dlv.pending)
-        link.advance()
-        self.inbox.arrived(dlv, data, link.remote_source.address)
-
-    def on_hop_ops(self, event: Any) -> None:
-        self.inbox.run_ops()
-
-    def _failed(self, what: str) -> None:
-        self.inbox.fail(what)
-
-    def _quiet(self) -> bool:
-        return self.inbox.closing
-
-    def on_link_closed(self, event: Any) -> None:
-        if not self.inbox.closing:
-            self._failed(f"the router closed the link to {self.inbox.where.address!r}")
-
 class Inbox:
     """A receiver with manual acceptance and bounded credit, in a thread of its own.
 
     At most ``credit`` messages are held unaccepted: credit is given back
-    only as messages are settled, or as the owner calls :meth:`flow`.
+    only as messages are settled, or as the owner calls :meth:`flow`. The
+    thread drives a :class:`spark.wire.Wire`; every proton object stays in
+    it, and other threads hand it work through a queue and a wake-up socket.
     """
 
     def __init__(self, where: Where, *, credit: int, durable: bool = False,
@@ -169,10 +48,8 @@ class Inbox:
         self.name = name
         self.decode = decode
         self.link: Any = None
-        # Deliveries by token, touched only in the receiver's thread: proton is
-        # not thread-safe, and even dropping the last reference to a proton
-        # object runs proton code.
-        self._deliveries: dict[int, Delivery] = {}
+        # Deliveries by token, touched only in the receiver's thread.
+        self._deliveries: dict[int, Any] = {}
         self._next_token = 0
         self.ready = threading.Event()
         self.closing = False
@@ -181,35 +58,104 @@ class Inbox:
         self._cond = threading.Condition()
         self._arrived: list[Record] = []
         self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._injector = EventInjector()
-        self._container = Container(_Receiving(self))
-        self._container.selectable(self._injector)
+        self._wake, self._waker = socket.socketpair()
+        self._wake.setblocking(False)
+        self._waker.setblocking(False)
+        self._address = where.address
+        self._close_by: float | None = None
         self._thread = threading.Thread(target=self._run, name="amqp-inbox", daemon=True)
 
     def _run(self) -> None:
         try:
-            self._container.run()
-        except Exception as exc:  # a bug in a handler: report it to the caller
+            wire = Wire(self.where)
+        except AmqpConnectError as exc:
+            self.fail(str(exc))
+            return
+        try:
+            self._attach(wire)
+            while not wire.closed:
+                wire.pump(0.5, self._wake)
+                self._drain_wake()
+                self.run_ops()
+                self._events(wire)
+                if self._close_by is not None and time.monotonic() > self._close_by:
+                    break
+        except Exception as exc:  # a bug here: report it to the caller
             log.exception("the AMQP receiver thread stopped")
             self.fail(f"the AMQP receiver stopped: {exc!r}")
+        finally:
+            self._deliveries.clear()
+            wire.close(0.0 if self._close_by is None else 0.5)
 
-    def start(self) -> Inbox:
-        self._thread.start()
-        deadline = time.monotonic() + self.where.connect_timeout_s
-        while not self.ready.wait(0.05):
-            if self.failure is not None:
-                self.close()
-                raise AmqpConnectError(self.failure)
-            if time.monotonic() > deadline:
-                self.close()
-                raise AmqpConnectError(
-                    f"cannot reach the router at {self.where.url}: no link to "
-                    f"{self.where.address!r} within {self.where.connect_timeout_s:g} s")
-        return self
+    def _attach(self, wire: Wire) -> None:
+        ssn = lib.pn_session(wire.conn)
+        lib.pn_session_open(ssn)
+        name = self.name or f"hop-spark-{id(self)}"
+        link = self.link = lib.pn_receiver(ssn, name.encode())
+        source = lib.pn_link_source(link)
+        if self.where.address is not None:
+            lib.pn_terminus_set_address(source, self.where.address.encode())
+        if self.durable:  # a source terminus that outlives the link
+            for terminus in (source, lib.pn_link_target(link)):
+                lib.pn_terminus_set_durability(terminus, lib.PN_DELIVERIES)
+                lib.pn_terminus_set_expiry_policy(terminus, lib.PN_EXPIRE_NEVER)
+        lib.pn_link_open(link)
+        lib.pn_link_flow(link, self.initial_credit)
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _events(self, wire: Wire) -> None:
+        for kind, handle in wire.events():
+            if kind == lib.PN_DELIVERY:
+                self._delivered(handle)
+            elif kind == lib.PN_LINK_REMOTE_OPEN:
+                source = lib.pn_link_remote_source(handle)
+                address = lib.pn_terminus_get_address(source)
+                if address == ffi.NULL and not lib.pn_terminus_is_dynamic(source):
+                    continue  # a refusal comes next, with a detach
+                if address != ffi.NULL:
+                    self._address = ffi.string(address).decode()
+                self.opened = True
+                self.ready.set()
+            elif kind in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+                if not self.closing:
+                    cond = condition_text(lib.pn_link_remote_condition(handle))
+                    address = self.where.address
+                    self.fail(f"the router refused or closed the link to {address!r} ({cond})"
+                              if cond else f"the router closed the link to {address!r}")
+            elif kind == lib.PN_CONNECTION_REMOTE_CLOSE:
+                if not self.closing:
+                    self.fail(f"the router closed the connection ({wire.connection_failure()})")
+            elif kind == lib.PN_TRANSPORT_CLOSED and not self.closing:
+                url = self.where.url
+                why = wire.transport_failure()
+                said = f" ({why})" if why else ""
+                self.fail(f"lost the connection to the router at {url}{said}" if wire.opened
+                          else f"cannot reach the router at {url}{said}")
+
+    def _delivered(self, dlv: Any) -> None:
+        link = self.link
+        if lib.pn_delivery_aborted(dlv):
+            lib.pn_delivery_settle(dlv)
+            lib.pn_link_flow(link, 1)
+            return
+        if not lib.pn_delivery_readable(dlv) or lib.pn_delivery_partial(dlv):
+            return
+        size = lib.pn_delivery_pending(dlv)
+        buffer = ffi.new("char[]", size) if size > 0 else ffi.new("char[]", 1)
+        got = lib.pn_link_recv(link, buffer, size) if size > 0 else 0
+        data = ffi.buffer(buffer, max(got, 0))[:]
+        lib.pn_link_advance(link)
+        self.arrived(dlv, data, self._address)
 
     # -- in the receiver thread ---------------------------------------------------
 
-    def arrived(self, delivery: Delivery, data: bytes, address: str | None) -> None:
+    def arrived(self, delivery: Any, data: bytes, address: str | None) -> None:
         token = self._next_token
         self._next_token += 1
         self._deliveries[token] = delivery
@@ -227,12 +173,12 @@ class Inbox:
                 self.failure = what
             self._cond.notify_all()
 
-    def _settle(self, tokens: list[Token], outcome: Any) -> None:
+    def _settle(self, tokens: list[Token], outcome: int) -> None:
         for token in tokens:
             dlv = self._deliveries.pop(token, None)  # type: ignore[call-overload]
             if dlv is not None:
-                dlv.update(outcome)
-                dlv.settle()
+                lib.pn_delivery_update(dlv, outcome)
+                lib.pn_delivery_settle(dlv)
 
     def run_ops(self) -> None:
         while True:
@@ -244,9 +190,28 @@ class Inbox:
 
     # -- from any thread ----------------------------------------------------------
 
+    def start(self) -> Inbox:
+        self._thread.start()
+        deadline = time.monotonic() + self.where.connect_timeout_s
+        while not self.ready.wait(0.05):
+            if self.failure is not None:
+                self.close()
+                raise AmqpConnectError(self.failure)
+            if time.monotonic() > deadline:
+                self.close()
+                raise AmqpConnectError(
+                    f"cannot reach the router at {self.where.url}: no link to "
+                    f"{self.where.address!r} within {self.where.connect_timeout_s:g} s")
+        return self
+
     def _submit(self, op: Callable[[], None]) -> None:
         self._ops.put(op)
-        self._injector.trigger(ApplicationEvent("hop_ops"))
+        try:
+            self._waker.send(b"!")
+        except (BlockingIOError, InterruptedError):
+            pass  # already awake to come
+        except OSError:
+            pass  # the thread has ended
 
     def check(self) -> None:
         if self.failure is not None:
@@ -274,10 +239,10 @@ class Inbox:
 
         def op() -> None:
             try:
-                self._settle(accept, Delivery.ACCEPTED)
-                self._settle(release, Delivery.RELEASED)
+                self._settle(accept, lib.PN_ACCEPTED)
+                self._settle(release, lib.PN_RELEASED)
                 if replenish and self.link is not None and not self.closing:
-                    self.link.flow(len(accept) + len(release))
+                    lib.pn_link_flow(self.link, len(accept) + len(release))
             finally:
                 done.set()
         self._submit(op)
@@ -290,7 +255,7 @@ class Inbox:
     def flow(self, credit: int) -> None:
         def op() -> None:
             if self.link is not None and not self.closing:
-                self.link.flow(credit)
+                lib.pn_link_flow(self.link, credit)
         self._submit(op)
 
     def close(self, release: list[Token] | None = None) -> None:
@@ -298,15 +263,16 @@ class Inbox:
         release = release or []
 
         def op() -> None:
-            self._settle(release, Delivery.RELEASED)
+            self._settle(release, lib.PN_RELEASED)
             self.closing = True
             if self.link is not None:
-                self.link.connection.close()
-            self._injector.close()
-        if not self._thread.is_alive():
-            return
-        self._submit(op)
-        self._thread.join(self.where.connect_timeout_s)
+                lib.pn_connection_close(lib.pn_session_connection(lib.pn_link_session(self.link)))
+            self._close_by = time.monotonic() + 1.0
+        if self._thread.is_alive():
+            self._submit(op)
+            self._thread.join(self.where.connect_timeout_s)
+        self._wake.close()
+        self._waker.close()
 
 
 class Outbox:

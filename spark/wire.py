@@ -93,9 +93,10 @@ class Wire:
 
     # -- I/O ------------------------------------------------------------------------
 
-    def pump(self, timeout_s: float) -> None:
+    def pump(self, timeout_s: float, wake: socket.socket | None = None) -> None:
         """Write what proton has to send, wait up to ``timeout_s`` for the
-        socket, and give proton what arrived."""
+        socket (or for ``wake`` to be readable: another thread has work for
+        this one), and give proton what arrived."""
         if self.closed:
             return
         t = self.transport
@@ -104,12 +105,13 @@ class Wire:
             return
         want_write = lib.pn_transport_pending(t) > 0
         try:
-            readable, writable, _ = select.select([self.sock], [self.sock] if want_write else [],
+            watched = [self.sock] if wake is None else [self.sock, wake]
+            readable, writable, _ = select.select(watched, [self.sock] if want_write else [],
                                                   [], max(timeout_s, 0.0))
         except (OSError, ValueError):
             self._end()
             return
-        if readable:
+        if self.sock in readable:
             self._read()
         if writable:
             self._write()
