@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cproton_ffi import ffi, lib
-from proton import Message
 
 from spark.errors import AmqpConnectError, AmqpDeliveryError
 from spark.ledger import Record, Token
@@ -276,11 +275,13 @@ class Inbox:
 
 
 class Outbox:
-    """Send messages unsettled, at most ``window`` in flight, until all are
-    accepted, over a :class:`spark.wire.Wire` driven from the task's own
-    thread: a batch of messages per wake-up, no reactor."""
+    """Send messages (encoded, with their message ids) unsettled, at most
+    ``window`` in flight, until all are accepted, over a
+    :class:`spark.wire.Wire` driven from the task's own thread: a batch of
+    messages per wake-up, no reactor."""
 
-    def __init__(self, where: Where, messages: Iterator[Message], *, target: str | None,
+    def __init__(self, where: Where, messages: Iterator[tuple[bytes, Any]], *,
+                 target: str | None,
                  window: int, send_timeout_s: float) -> None:
         self.where = where
         self.messages = messages
@@ -328,16 +329,15 @@ class Outbox:
             while not exhausted and len(self.unsettled) < self.window \
                     and lib.pn_link_credit(link) > 0:
                 try:
-                    msg = next(self.messages)
+                    data, message_id = next(self.messages)
                 except StopIteration:
                     exhausted = True
                     break
-                data = msg.encode()
                 tag[0] = self.sent
                 lib.pn_delivery(link, tag_bytes)  # the link's current delivery
                 lib.pn_link_send(link, ffi.from_buffer(data), len(data))
                 lib.pn_link_advance(link)
-                self.unsettled[self.sent] = msg.id
+                self.unsettled[self.sent] = message_id
                 self.sent += 1
             if exhausted and not self.unsettled:
                 return

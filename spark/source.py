@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from spark.client import Inbox, Outbox
-from spark.codec import READ_SCHEMA, Row, check_write_columns, message_id_of, message_of, row_of
+from spark.codec import READ_SCHEMA, Row, check_write_columns, encoded_of, message_id_of, row_of
 from spark.errors import AmqpOptionError
 from spark.ledger import Journal, Ledger, Record, Settle, journal_directory
 from spark.options import ReadSettings, WriteSettings, read_settings, write_settings
@@ -93,7 +93,7 @@ def _send_partition(settings: WriteSettings, anonymous: bool, rows: Iterator[Any
 
     def messages() -> Iterator[Any]:
         for index, row in enumerate(rows):
-            yield message_of(row.asDict(recursive=False), f"{prefix}:{partition}:{index}",
+            yield encoded_of(row.asDict(recursive=False), f"{prefix}:{partition}:{index}",
                              where.address, anonymous)
     outbox = Outbox(where, messages(), target=None if anonymous else where.address,
                     window=settings.credit, send_timeout_s=settings.send_timeout_s)

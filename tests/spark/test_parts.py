@@ -11,6 +11,7 @@ from bench.spark import _codec_us, _spark_alone
 def test_the_conversions_are_timed_a_row_each() -> None:
     figures = _codec_us(200)
     assert set(figures) == {"row to message (message_of)", "message to bytes (proton encode)",
+                            "row to bytes (encoded_of, as the writer does)",
                             "bytes to row (row_of)"}
     assert all(us > 0 for us in figures.values())
 

@@ -12,7 +12,7 @@ import pytest
 from proton.utils import BlockingConnection
 
 from spark.client import Inbox, Outbox
-from spark.codec import message_of
+from spark.codec import encoded_of
 from spark.errors import AmqpConnectError, AmqpDeliveryError
 from spark.options import Endpoint
 from tests.system.conftest import StartRouter
@@ -27,7 +27,7 @@ def _where(hop: Hop, address: str, **kwargs: Any) -> Endpoint:
 
 
 def _messages(count: int, address: str) -> list[Any]:
-    return [message_of({"body": f"m{i}"}, f"w:0:{i}", address, False) for i in range(count)]
+    return [encoded_of({"body": f"m{i}"}, f"w:0:{i}", address, False) for i in range(count)]
 
 
 def test_every_message_sent_is_accepted_and_every_one_received_is_settled(hop: Hop) -> None:

@@ -12,6 +12,7 @@ from proton import Message
 from spark.codec import (
     body_bytes,
     check_write_columns,
+    encoded_of,
     message_id_of,
     message_of,
     row_of,
@@ -98,3 +99,37 @@ def test_body_bytes() -> None:
     assert body_bytes("é") == "é".encode()
     assert body_bytes(b"\xff") == b"\xff"
     assert json.loads(body_bytes([1, {"a": None}]) or b"") == [1, {"a": None}]
+
+
+def _fields(msg: Message) -> tuple[Any, ...]:
+    body = bytes(msg.body) if isinstance(msg.body, memoryview) else msg.body
+    return (body, msg.inferred, msg.id, msg.address, msg.subject, msg.properties)
+
+
+@pytest.mark.parametrize(("row", "anonymous"), [
+    ({"body": "hi"}, False),
+    ({"body": b"\x00\x01"}, False),
+    ({"body": bytearray(b"y" * 70_000), "message_id": "mine"}, False),
+    ({"body": "\u00e9t\u00e9 " * 100, "subject": "s"}, False),
+    ({"body": "t", "to": "q1"}, True),
+    ({"body": "t", "to": None}, True),
+    ({"body": "x" * 255, "subject": "y" * 300, "message_id": "z" * 256}, False),
+])
+def test_a_plain_row_is_encoded_as_the_message_proton_would_make(row: dict[str, Any],
+                                                                  anonymous: bool) -> None:
+    data, message_id = encoded_of(row, "default", "a", anonymous)
+    direct = Message()
+    direct.decode(data)
+    made = roundtrip(message_of(row, "default", "a", anonymous))
+    assert _fields(direct) == _fields(made)
+    assert message_id == made.id
+
+
+def test_a_row_that_is_not_plain_is_encoded_by_proton() -> None:
+    row = {"body": {"k": 1}, "application_properties": {"n": 2}}
+    data, message_id = encoded_of(row, "default", "a", False)
+    msg = Message()
+    msg.decode(data)
+    assert (msg.body, msg.properties, message_id) == ({"k": 1}, {"n": 2}, "default")
+    with pytest.raises(AmqpSchemaError, match="its 'to' is empty"):
+        encoded_of({"body": "t"}, "i", None, True)
