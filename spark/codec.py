@@ -23,6 +23,7 @@ from typing import Any
 from proton import Message, symbol, timestamp
 
 from spark.errors import AmqpSchemaError
+from spark.scan import Unsupported, scan
 
 READ_SCHEMA = ("body binary, properties map<string,string>, "
                "application_properties map<string,string>, "
@@ -41,6 +42,8 @@ _PROPERTY_FIELDS = {
     "reply_to_group_id": "reply_to_group_id",
 }
 _TIME_FIELDS = ("absolute_expiry_time", "creation_time")
+# Left out when zero, as proton's Message reads an absent one as zero.
+_NUMBERED_FIELDS = ("absolute_expiry_time", "creation_time", "group_sequence")
 _SYMBOL_FIELDS = ("content_type", "content_encoding")
 _INT_FIELDS = ("group_sequence",)
 
@@ -235,12 +238,19 @@ def body_bytes(body: Any) -> bytes | None:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, str):
-        return value
+        return str.__str__(value)
     if isinstance(value, dict | list):
         return json.dumps(_jsonable(value), default=_json_default)
+    if isinstance(value, bool):
+        return str(value)
+    # proton's typed numbers (int32, ulong, float32, timestamp ...) as plain numbers
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return float.__repr__(value)
     return str(value)
 
 
@@ -271,19 +281,48 @@ Row = tuple[bytes | None, dict[str, str], dict[str, str], dict[str, str], str | 
 
 
 def row_of(data: bytes, address: str | None, received_at_s: float) -> Row:
-    """The row of :data:`READ_SCHEMA` for one encoded message."""
+    """The row of :data:`READ_SCHEMA` for one encoded message: read directly
+    (``spark.scan``) where it can be, else through proton's Message."""
+    received_at = dt.datetime.fromtimestamp(received_at_s, dt.UTC)
+    try:
+        scanned = scan(data)
+    except Unsupported:
+        return _row_by_proton(data, address, received_at)
+    fields = scanned.properties
+    properties: dict[str, str] = {}
+    for index, key in enumerate(_PROPERTY_FIELDS):
+        value = fields[index] if index < len(fields) else None
+        if value is None or value == "" or value == b"" or (
+                key in _NUMBERED_FIELDS and not value):
+            continue
+        if key in _SYMBOL_FIELDS and value == "None":
+            continue  # as proton's path, which cannot tell it from an absent field
+        if key in _TIME_FIELDS:
+            properties[key] = dt.datetime.fromtimestamp(value / 1000.0, dt.UTC).isoformat()
+        else:
+            properties[key] = _text(value)
+    to = fields[2] if len(fields) > 2 else None
+    return (scanned.body, properties, _string_map(scanned.application_properties),
+            _string_map(scanned.annotations), to or address, received_at)
+
+
+def _row_by_proton(data: bytes, address: str | None, received_at: dt.datetime) -> Row:
     msg = Message()
     msg.decode(data)
     return (body_bytes(msg.body), _properties(msg), _string_map(msg.properties),
-            _string_map(msg.annotations), msg.address or address,
-            dt.datetime.fromtimestamp(received_at_s, dt.UTC))
+            _string_map(msg.annotations), msg.address or address, received_at)
 
 
 def message_id_of(data: bytes) -> str | None:
     """The message-id of an encoded message as text, or None when it has none."""
-    msg = Message()
-    msg.decode(data)
-    return None if msg.id is None else _text(msg.id)
+    try:
+        fields = scan(data).properties
+        message_id = fields[0] if fields else None
+    except Unsupported:
+        msg = Message()
+        msg.decode(data)
+        message_id = msg.id
+    return None if message_id is None else _text(message_id)
 
 
 RowOf = Callable[[bytes, str | None, float], Row]
