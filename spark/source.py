@@ -29,7 +29,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from spark.client import Inbox, Outbox
-from spark.codec import READ_SCHEMA, Row, check_write_columns, encoded_of, message_id_of, row_of
+from spark.codec import (
+    READ_SCHEMA,
+    check_write_columns,
+    encoded_of,
+    message_id_of,
+    record_batch,
+    row_of,
+)
 from spark.errors import AmqpOptionError
 from spark.ledger import Journal, Ledger, Record, Settle, journal_directory
 from spark.options import ReadSettings, WriteSettings, read_settings, write_settings
@@ -38,6 +45,8 @@ log = logging.getLogger(__name__)
 
 # Rows of one streaming batch go to the executors in partitions of at most this many.
 ROWS_PER_PARTITION = 20_000
+# Rows go to Spark in Arrow record batches of at most this many.
+ARROW_ROWS = 5_000
 
 
 class AmqpDataSource(DataSource):
@@ -230,10 +239,12 @@ class StreamReader(DataSourceStreamReader):
         return [_Rows(rows[i:i + ROWS_PER_PARTITION])
                 for i in range(0, len(rows), ROWS_PER_PARTITION)]
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Rows)
-        for data, address, received_at_s in partition.records:
-            yield row_of(data, address, received_at_s)
+        records = partition.records
+        for i in range(0, len(records), ARROW_ROWS):
+            yield record_batch([row_of(data, address, received_at_s)
+                                for data, address, received_at_s in records[i:i + ARROW_ROWS]])
 
     def commit(self, end: dict[str, int]) -> None:
         inbox, ledger = self._started()
@@ -257,7 +268,7 @@ class BatchReader(DataSourceReader):
     def __init__(self, settings: ReadSettings) -> None:
         self.settings = settings
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         s = self.settings
         limit = s.max_messages
         granted = s.credit if limit is None else min(s.credit, limit)
@@ -266,6 +277,7 @@ class BatchReader(DataSourceReader):
         inbox = Inbox(s.endpoint, credit=granted, durable=s.durable, name=s.subscription,
                       decode=decode).start()
         taken: list[Any] = []  # handed to Spark, to accept
+        late: list[Any] = []  # beyond maxMessages: released
         count = 0
         try:
             idle_since = time.monotonic()
@@ -285,12 +297,16 @@ class BatchReader(DataSourceReader):
                         break
                     continue
                 idle_since = time.monotonic()
-                for record in records:
-                    yield record.row
-                    taken.append(record.token)
-                    count += 1
+                if limit is not None and count + len(records) > limit:
+                    late.extend(r.token for r in records[limit - count:])
+                    records = records[:limit - count]
+                for i in range(0, len(records), ARROW_ROWS):
+                    chunk = records[i:i + ARROW_ROWS]
+                    yield record_batch([r.row for r in chunk])
+                    taken.extend(r.token for r in chunk)
+                    count += len(chunk)
             inbox.settle(taken, replenish=False)
             taken = []
         finally:
-            late = [r.token for r in inbox.take()]
+            late.extend(r.token for r in inbox.take())
             inbox.close(taken + late)

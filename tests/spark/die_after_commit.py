@@ -25,9 +25,11 @@ from spark.source import StreamReader
 
 
 def batch_ids(reader: StreamReader, start: dict[str, int], end: dict[str, int]) -> list[str]:
-    """The message-ids of the rows Spark would read for the batch [start, end)."""
-    return [row[1]["message_id"] for part in reader.partitions(start, end)
-            for row in reader.read(part)]
+    """The message-ids of the rows Spark would read for the batch [start, end)
+    (each partition's rows come as Arrow record batches)."""
+    return [dict(properties)["message_id"] for part in reader.partitions(start, end)
+            for batch in reader.read(part)
+            for properties in batch.column("properties").to_pylist()]
 
 
 def main(url: str, address: str, checkpoint: str, rows: str) -> None:
