@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from cproton_ffi import ffi, lib
 
@@ -69,11 +69,15 @@ class Wire:
         lib.pn_connection_set_container(self.conn, f"hop-spark-{uuid.uuid4()}".encode())
         lib.pn_connection_set_hostname(self.conn, host.encode())
         sasl = lib.pn_sasl(self.transport)
-        if where.user:
+        # The options' user and password, else those of the URL (user:password@host).
+        user = where.user or (unquote(parts.username) if parts.username else None)
+        password = where.password if where.user else (
+            unquote(parts.password) if parts.password else None)
+        if user:
             lib.pn_sasl_allowed_mechs(sasl, b"PLAIN")
             lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
-            lib.pn_connection_set_user(self.conn, where.user.encode())
-            lib.pn_connection_set_password(self.conn, (where.password or "").encode())
+            lib.pn_connection_set_user(self.conn, user.encode())
+            lib.pn_connection_set_password(self.conn, (password or "").encode())
         else:
             lib.pn_sasl_allowed_mechs(sasl, b"ANONYMOUS")
         if tls:

@@ -100,8 +100,11 @@ def test_an_unreachable_router_and_a_failed_login_are_named(start_router: StartR
         Outbox(wrong, iter(_messages(1, "x")), target="x", window=1, send_timeout_s=5).run()
     with pytest.raises(AmqpConnectError, match="unauthorized-access"):
         Inbox(wrong, credit=1).start()
-    # The right password: logged in, the link attached.
+    # The right password: logged in, the link attached; in the URL too.
     Inbox(_where(hop, "x", user="alice@hop", password=PASSWORD), credit=1).start().close()
+    in_url = Endpoint(url=f"amqp://alice%40hop:{PASSWORD}@127.0.0.1:{hop.ports[0]}",
+                      address="x", connect_timeout_s=10)
+    Inbox(in_url, credit=1).start().close()
 
 
 def test_a_router_that_dies_under_the_receiver_is_named(killable: StartRouter) -> None:
