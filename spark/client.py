@@ -131,11 +131,7 @@ class Inbox:
                 if not self.closing:
                     self.fail(f"the router closed the connection ({wire.connection_failure()})")
             elif kind == lib.PN_TRANSPORT_CLOSED and not self.closing:
-                url = self.where.url
-                why = wire.transport_failure()
-                said = f" ({why})" if why else ""
-                self.fail(f"lost the connection to the router at {url}{said}" if wire.opened
-                          else f"cannot reach the router at {url}{said}")
+                self.fail(wire.lost())
 
     def _delivered(self, dlv: Any) -> None:
         link = self.link
@@ -386,15 +382,7 @@ class Outbox:
                 if self.failure is None:
                     self.failure = f"the router closed the connection ({wire.connection_failure()})"
             elif kind == lib.PN_TRANSPORT_CLOSED and self.failure is None:
-                url = self.where.url
-                why = wire.transport_failure()
-                if not wire.opened:
-                    self.failure = (f"cannot reach the router at {url}"
-                                    + (f" ({why})" if why else ""))
-                else:
-                    self.failure = (f"lost the connection to the router at {url} with "
-                                    f"{len(self.unsettled)} message(s) unsettled"
-                                    + (f" ({why})" if why else ""))
+                self.failure = wire.lost(f" with {len(self.unsettled)} message(s) unsettled")
         return progressed
 
 

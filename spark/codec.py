@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -324,8 +324,6 @@ def message_id_of(data: bytes) -> str | None:
         message_id = msg.id
     return None if message_id is None else _text(message_id)
 
-
-RowOf = Callable[[bytes, str | None, float], Row]
 
 
 def record_batch(rows: list[Row]) -> Any:

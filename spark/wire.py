@@ -185,9 +185,15 @@ class Wire:
                         else lib.pn_event_link(event)))
             lib.pn_collector_pop(collector)
 
-    def transport_failure(self) -> str:
-        """Why the transport ended, in words."""
-        return condition_text(lib.pn_transport_condition(self.transport))
+    def lost(self, detail: str = "") -> str:
+        """Why the transport ended, in words: the router never answered, or
+        the connection was lost (``detail`` says with what)."""
+        why = condition_text(lib.pn_transport_condition(self.transport))
+        said = f" ({why})" if why else ""
+        url = self.where.url
+        if not self.opened:
+            return f"cannot reach the router at {url}{said}"
+        return f"lost the connection to the router at {url}{detail}{said}"
 
     def connection_failure(self) -> str:
         return condition_text(lib.pn_connection_remote_condition(self.conn))
