@@ -99,7 +99,9 @@ def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")
-        ports = [int(m.group(2)) for m in LISTENING.finditer(text)]
+        # Each worker of a router logs every listener, in the conf's order:
+        # the first sighting of each port keeps that order.
+        ports = list(dict.fromkeys(int(m.group(2)) for m in LISTENING.finditer(text)))
         if len(ports) >= listeners:
             return Hop(proc, conf_path, log_path, ports)
         if proc.poll() is not None:
