@@ -42,6 +42,7 @@ from router.core.routing import (
     MA_ALL_ADDRESS,
     TOPO_ALL_ADDRESS,
     MobileAddressesChanged,
+    Opcode,
     PeerProtocolError,
     ProtocolTimers,
     RouterAdded,
@@ -60,6 +61,10 @@ from router.core.routing import Effect as ProtocolEffect
 log = logging.getLogger(__name__)
 
 _TOPO_PREFIX: Final = "amqp:/_topo/0/"
+#: How long a unicast control message waits for a route to its router, and
+#: how many wait at most (docs/networks.md#control-messages-ahead-of-their-route).
+HELD_S: Final = 10.0
+HELD_MAX: Final = 256
 #: Treatment numbers used as hints in MAUs (docs/routing.md#treatment).
 HINTS: Final = {
     Distribution.MULTICAST: 1,
@@ -113,6 +118,8 @@ class Network:
         self.remote: dict[str, set[str]] = {}  # key -> routers advertising it
         self._encoder = AnnotationEncoder(router_id)
         self._own = f"0/{router_id}"
+        # (router, opcode) -> (when, frame): unicast control messages waiting for a route
+        self._held: dict[tuple[str, Opcode], tuple[float, bytes]] = {}
 
     # -- inter-router connections ------------------------------------------------
 
@@ -306,8 +313,11 @@ class Network:
                     hop = self._next_hop_link(effect.destination)
                     if hop is not None:
                         out.append(SendFrame(link=hop, data=data))
+                    else:
+                        self._hold(effect.destination, effect.message.opcode, data, now)
             elif isinstance(effect, RoutesChanged):
                 out.extend(self._routes_changed(effect))
+                out.extend(self._send_held(now))
             elif isinstance(effect, MobileAddressesChanged):
                 out.extend(self._addresses_changed(effect))
             elif isinstance(effect, RouterAdded):
@@ -317,6 +327,31 @@ class Network:
             else:
                 log.critical("neighbour on link %s uses our router id %s", effect.link_id,
                              effect.id)
+        return out
+
+    def _hold(self, router_id: str, opcode: Opcode, data: bytes, now: float) -> None:
+        """Keep a unicast control message for a router there is no route to
+        yet: an LSR from a router this one has only just heard of is answered
+        once the route to it is known, not at the requester's next retry
+        (docs/networks.md#control-messages-ahead-of-their-route)."""
+        held = self._held
+        held.pop((router_id, opcode), None)
+        held[(router_id, opcode)] = (now, data)
+        if len(held) > HELD_MAX:
+            del held[next(iter(held))]
+
+    def _send_held(self, now: float) -> list[Effect]:
+        if not self._held:
+            return []
+        out: list[Effect] = []
+        for key, (since, data) in list(self._held.items()):
+            if now - since > HELD_S:
+                del self._held[key]
+                continue
+            hop = self._next_hop_link(key[0])
+            if hop is not None:
+                del self._held[key]
+                out.append(SendFrame(link=hop, data=data))
         return out
 
     def _encode(self, message: object, to: str) -> bytes:

@@ -22,7 +22,10 @@ from router.core import (
     SendFrame,
     UnblockSender,
 )
+from router.core.network import HELD_S
 from router.core.routing import (
+    LinkStateRequest,
+    LinkStateUpdate,
     MobileAddressesChanged,
     RouterAdvertisement,
     RoutesChanged,
@@ -30,7 +33,7 @@ from router.core.routing import (
     decode_envelope,
     encode_control,
 )
-from tests.unit.router.helpers import converge, interior, neighbour
+from tests.unit.router.helpers import LINK_STATES, converge, interior, neighbour
 
 
 def test_remote_consumer_unblocks_a_sender_and_its_withdrawal_blocks_it() -> None:
@@ -143,6 +146,36 @@ def test_unicast_control_goes_toward_its_router_only() -> None:
                           trace=["0/D"])
     effects = router.network.control_received(to_d, data, 0.0)
     assert [e.link for e in effects if isinstance(e, SendFrame)] == [to_b]
+
+
+def test_a_reply_to_a_router_not_yet_routable_goes_once_the_route_is_known() -> None:
+    router = interior()
+    to_b, _ = converge(router)
+    network = router.network
+    assert network is not None
+    # E asks through B before A has B's link state naming E: no route to E yet.
+    lsr = encode_control(LinkStateRequest(id="E"), to="amqp:/_topo/0/A/qdrouter",
+                         ingress="0/E", trace=["0/E", "0/B"])
+    assert [e for e in network.control_received(to_b, lsr, 1.0) if isinstance(e, SendFrame)] == []
+    states = {**LINK_STATES, "B": {**LINK_STATES["B"], "E": 1}, "E": {"B": 1}}
+    effects = network.apply_protocol([RoutesChanged(routes=compute_routes(states, "A"),
+                                                    neighbors={"B": 1, "D": 2})], 2.0)
+    frames = [e for e in effects if isinstance(e, SendFrame)]
+    assert [f.link for f in frames] == [to_b]
+    reply = decode_envelope(frames[0].data)
+    assert reply.to == "amqp:/_topo/0/E/qdrouter"
+    assert isinstance(reply.message, LinkStateUpdate) and reply.message.id == "A"
+    # Sent once; a reply still without a route after HELD_S is dropped.
+    assert not [e for e in network.apply_protocol(
+        [RoutesChanged(routes=compute_routes(states, "A"), neighbors={"B": 1, "D": 2})], 3.0)
+        if isinstance(e, SendFrame)]
+    network.control_received(to_b, encode_control(
+        LinkStateRequest(id="F"), to="amqp:/_topo/0/A/qdrouter", ingress="0/F",
+        trace=["0/F", "0/B"]), 4.0)
+    late = {**states, "B": {**states["B"], "F": 1}, "F": {"B": 1}}
+    assert not [e for e in network.apply_protocol(
+        [RoutesChanged(routes=compute_routes(late, "A"), neighbors={"B": 1, "D": 2})],
+        4.0 + HELD_S + 1) if isinstance(e, SendFrame)]
 
 
 def test_garbage_on_a_control_link_is_dropped() -> None:
