@@ -9,14 +9,18 @@ figure is the data source's and Spark's, not a Python client's:
 - batch write: ``spark.range(N)`` as 100-byte string bodies, 2 partitions,
   written to an address that hop-recv consumes;
 - batch read: hop-send puts N 100-byte messages on an address,
-  ``spark.read.format("amqp")`` with ``maxMessages`` N counts them;
+  ``spark.read.format("amqp")`` with ``maxMessages`` N counts them, on one
+  partition (one receiver) and on two;
 - streaming read: hop-send N messages, a streaming query (noop sink) runs
   until it has processed N rows; the clock starts when hop-send starts.
+  Messages accepted when Spark has committed their batch (the default), and
+  with ``accept`` = ``journal`` (accepted once written under the checkpoint).
 
 Each figure is the median of ``--rounds`` runs after one warm-up run. A
 micro-batch holds at most the router's window of unsettled messages per
-producer (``linkCapacity``, 250 by default, as in qdrouterd); the streaming
-read is measured with the default and with ``--link-capacity``.
+producer (``linkCapacity``, 250 by default, as in qdrouterd), and the
+router gives a producer that many credits: every scenario is measured with
+the default and with ``--link-capacity``.
 
 ``--parts`` says where the time goes instead (docs/spark.md#where-the-time-goes):
 the data source's per-row conversions alone, its AMQP sender and receiver
@@ -28,8 +32,11 @@ microseconds a row.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +49,11 @@ def _conf(link_capacity: int | None) -> str:
     text = listener(HOP)
     if link_capacity:
         text = text.replace("}\n", f"    linkCapacity: {link_capacity}\n}}\n", 1)
+    # A batch read on two partitions: what the router had queued for a
+    # receiver that has read its share goes to the other (docs/spark.md#reading-a-batch).
     return ("router {\n    mode: standalone\n    id: BenchSpark\n}\n" + text
+            + "address {\n    prefix: r\n    distribution: balanced\n"
+            "    redeliveryLimit: 1\n}\n"
             + "log {\n    module: DEFAULT\n    enable: notice+\n}\n")
 
 
@@ -62,13 +73,15 @@ def batch_write(spark: Any, bins: Any, url: str, rows: int, address: str) -> flo
     return rows / seconds
 
 
-def batch_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> float:
+def batch_read(spark: Any, bins: Any, url: str, rows: int, address: str,
+               partitions: int = 1) -> float:
     send = start([str(bins["hop-send"]), url, address, "--count", str(rows), "--size", "100",
                   "--timeout", "300"])
     time.sleep(0.3)
     started = time.perf_counter()
     count = spark.read.format("amqp").option("url", f"amqp://{url}") \
-        .option("address", address).option("maxMessages", str(rows)).load().count()
+        .option("address", address).option("maxMessages", str(rows)) \
+        .option("partitions", str(partitions)).load().count()
     seconds = time.perf_counter() - started
     sent = finish(send, 60)
     if count != rows or sent["accepted"] != rows:
@@ -76,10 +89,15 @@ def batch_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> floa
     return rows / seconds
 
 
-def streaming_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> float:
-    query = spark.readStream.format("amqp").option("url", f"amqp://{url}") \
-        .option("address", address).option("credit", "10000").load() \
-        .writeStream.format("noop").trigger(processingTime="0 seconds").start()
+def streaming_read(spark: Any, bins: Any, url: str, rows: int, address: str,
+                   journal: bool = False) -> float:
+    checkpoint = tempfile.mkdtemp(prefix="hop-bench-spark-")
+    reader = spark.readStream.format("amqp").option("url", f"amqp://{url}") \
+        .option("address", address).option("credit", "10000")
+    if journal:
+        reader = reader.option("accept", "journal").option("checkpointLocation", checkpoint)
+    query = reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint) \
+        .trigger(processingTime="0 seconds").start()
     try:
         while not query.recentProgress:  # the first (empty) batch started the workers
             time.sleep(0.1)
@@ -101,6 +119,7 @@ def streaming_read(spark: Any, bins: Any, url: str, rows: int, address: str) -> 
         sent = finish(send, 60)
     finally:
         query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
     if sent["accepted"] != rows:
         raise RuntimeError(f"{sent['accepted']} of {rows} accepted")
     return rows / seconds
@@ -241,19 +260,23 @@ def main() -> None:
             with RouterProcess(_conf(capacity), name="spark") as router:
                 url = router.url
                 label = f"linkCapacity {capacity or 250}"
-                if capacity is None:
-                    results["batch write"] = _median(
-                        batch_write, (spark, bins, url, args.rows, "w"), args.rounds)
-                    results["batch read"] = _median(
-                        batch_read, (spark, bins, url, args.rows, "r"), args.rounds)
+                results[f"batch write, {label}"] = _median(
+                    batch_write, (spark, bins, url, args.rows, "w"), args.rounds)
+                for parts_n in (1, 2):
+                    results[f"batch read, {parts_n} partition{'s' * (parts_n > 1)}, {label}"] = \
+                        _median(functools.partial(batch_read, partitions=parts_n),
+                                (spark, bins, url, args.rows, "r"), args.rounds)
                 results[f"streaming read, {label}"] = _median(
                     streaming_read, (spark, bins, url, args.rows, "s"), args.rounds)
+                results[f"streaming read, accept=journal, {label}"] = _median(
+                    functools.partial(streaming_read, journal=True),
+                    (spark, bins, url, args.rows, "j"), args.rounds)
     finally:
         spark.stop()
     for name, value in results.items():
         if isinstance(value, tuple):
             median, figures = value
-            print(f"{name:34} {median:10,.0f} rows/s  (runs: "
+            print(f"{name:52} {median:10,.0f} rows/s  (runs: "
                   f"{', '.join(f'{f:,.0f}' for f in figures)})")
     print(json.dumps({k: v[0] if isinstance(v, tuple) else v for k, v in results.items()}))
 

@@ -224,11 +224,28 @@ class Inbox:
             return self._cond.wait_for(lambda: bool(self._arrived) or self.failure is not None,
                                        timeout_s)
 
+    def wait_for(self, count: int, timeout_s: float) -> None:
+        """Wait until ``count`` messages have arrived since the last :meth:`take`,
+        or ``timeout_s`` passes."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._arrived) >= count
+                                or self.failure is not None, timeout_s)
+
     def settle(self, accept: list[Token], release: list[Token] | None = None, *,
-               replenish: bool = True) -> None:
-        """Accept and release deliveries, and (unless told not to) give the credit back."""
+               replenish: bool = True, wait: bool = True) -> None:
+        """Accept and release deliveries, and (unless told not to) give the credit back;
+        with ``wait`` False, return once the receiver's thread has the work (it
+        is done in order with everything else handed to it)."""
         release = release or []
         if not accept and not release:
+            return
+        if not wait:
+            def later() -> None:
+                self._settle(accept, lib.PN_ACCEPTED)
+                self._settle(release, lib.PN_RELEASED)
+                if replenish and self.link is not None and not self.closing:
+                    lib.pn_link_flow(self.link, len(accept) + len(release))
+            self._submit(later)
             return
         done = threading.Event()
 

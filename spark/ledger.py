@@ -24,9 +24,11 @@ says which to accept or release; ``token`` is the receiver's handle.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import re
+import threading
 from collections import deque
 from collections.abc import Hashable
 from pathlib import Path
@@ -35,6 +37,8 @@ from typing import Any
 import attrs
 
 Token = Hashable
+
+log = logging.getLogger(__name__)
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -308,3 +312,152 @@ def journal_directory(checkpoint_location: str, address: str) -> Path:
     location = checkpoint_location.removeprefix("file://").removeprefix("file:")
     return Path(location) / "sources-amqp" / safe
 
+
+
+class Log:
+    """The journal as the stream itself (``accept`` = ``journal``): messages are
+    written to disk as they arrive and accepted once written, and a batch is a
+    range of their sequence numbers (docs/spark.md#accepted-when-journaled).
+
+    Offsets count the messages written over the query's life, as the
+    :class:`Ledger`'s do. ``S-E.log`` holds messages ``S`` to ``E - 1``; a file
+    goes once Spark has committed a batch that ends at or after ``E``. A batch
+    that Spark runs again after a restart reads its messages back from the
+    files, so a message is accepted at the router only once it cannot be lost.
+    A second copy of a message still in the journal (its acceptance was lost
+    with the process that wrote it) is accepted and not written again, when it
+    has a message-id and ``deduplicate`` is on.
+
+    Like the :class:`Ledger`, the log does no network I/O; it is safe to call
+    from the thread that writes it and the one that Spark calls.
+    """
+
+    _NAME = re.compile(r"^(\d+)-(\d+)\.log$")
+
+    def __init__(self, directory: Path, *, deduplicate: bool = True) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.deduplicate = deduplicate
+        self.duplicates_dropped = 0
+        self._lock = threading.Lock()
+        self._records: deque[Record] = deque()  # sequence numbers self._first ...
+        self._first = 0
+        self._files: deque[tuple[int, int]] = deque()  # (start, end) on disk, in order
+        self._ids: dict[str, int] = {}  # message-id -> its sequence number, while journaled
+        self._resolved = False
+        for path in sorted(directory.iterdir(), key=lambda p: self._span(p) or (0, 0)):
+            span = self._span(path)
+            if span is None:
+                continue
+            with open(path, "rb") as f:
+                rows = pickle.load(f)
+            if not self._files:
+                self._first = span[0]
+            elif span[0] != self._files[-1][1]:
+                continue  # not contiguous: left by an older query, ignored
+            for d, a, t, m in rows:
+                self._add(Record(data=d, address=a, received_at_s=t, message_id=m))
+            self._files.append(span)
+
+    @classmethod
+    def _span(cls, path: Path) -> tuple[int, int] | None:
+        match = cls._NAME.match(path.name)
+        return (int(match[1]), int(match[2])) if match else None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether Spark has said where its offsets stand (:meth:`resolve`)."""
+        return self._resolved
+
+    @property
+    def end(self) -> int:
+        """The offset after the last message written."""
+        return self._first + len(self._records)
+
+    @property
+    def held(self) -> int:
+        """Messages written and not yet committed by Spark."""
+        return len(self._records)
+
+    def _add(self, record: Record) -> None:
+        if record.message_id is not None and self.deduplicate:
+            self._ids[record.message_id] = self.end
+        self._records.append(record)
+
+    def append(self, records: list[Record]) -> list[Token]:
+        """Write newly received messages to disk; the tokens to accept now."""
+        with self._lock:
+            accept: list[Token] = []
+            fresh: list[Record] = []
+            ids = self._ids
+            here: set[str] = set()
+            for rec in records:
+                mid = rec.message_id
+                if mid is not None and self.deduplicate and (mid in ids or mid in here):
+                    self.duplicates_dropped += 1
+                else:
+                    fresh.append(rec)
+                    if mid is not None:
+                        here.add(mid)
+                if rec.token is not None:
+                    accept.append(rec.token)
+            if fresh:
+                start = self.end
+                span = (start, start + len(fresh))
+                Journal._dump(self.directory / f"{span[0]}-{span[1]}.log",
+                              [(r.data, r.address, r.received_at_s, r.message_id)
+                               for r in fresh])
+                for rec in fresh:
+                    self._add(rec)
+                self._files.append(span)
+            return accept
+
+    def resolve(self, start: int) -> None:
+        """Spark's first call says where it stands: messages before ``start``
+        were committed (only the files' removal was lost). A log that ends
+        before ``start`` lost its files: new messages are numbered from there."""
+        with self._lock:
+            if self._resolved:
+                return
+            self._resolved = True
+            if self.end < start:  # every file was committed and removed
+                if self._records:
+                    log.warning("amqp: the journal ends at %d, before Spark's offset %d: "
+                                "it was not this query's; starting after it", self.end, start)
+                    for first, stop in self._files:
+                        (self.directory / f"{first}-{stop}.log").unlink(missing_ok=True)
+                    self._files.clear()
+                self._records.clear()
+                self._ids.clear()
+                self._first = start
+            self._commit(start)
+
+    def plan(self, start: int, limit: int | None) -> int:
+        """The end offset of the next batch from ``start``, of at most ``limit`` messages."""
+        self.resolve(start)
+        with self._lock:
+            return self.end if limit is None else min(self.end, start + limit)
+
+    def records(self, start: int, end: int) -> list[Record]:
+        """The messages of offsets [start, end)."""
+        self.resolve(start)
+        with self._lock:
+            lo = max(start - self._first, 0)
+            hi = max(min(end - self._first, len(self._records)), lo)
+            return [self._records[i] for i in range(lo, hi)]
+
+    def commit(self, end: int) -> None:
+        """Spark committed everything before ``end``."""
+        self.resolve(end)
+        with self._lock:
+            self._commit(end)
+
+    def _commit(self, end: int) -> None:
+        while self._records and self._first < end:
+            rec = self._records.popleft()
+            if rec.message_id is not None and self._ids.get(rec.message_id) == self._first:
+                del self._ids[rec.message_id]
+            self._first += 1
+        while self._files and self._files[0][1] <= end:
+            start, stop = self._files.popleft()
+            (self.directory / f"{start}-{stop}.log").unlink(missing_ok=True)

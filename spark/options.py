@@ -37,12 +37,16 @@ class ReadSettings:
     endpoint: Endpoint
     credit: int
     max_messages_per_trigger: int | None
+    min_messages_per_trigger: int | None
+    max_trigger_delay_s: float
     max_messages: int | None
+    partitions: int
     idle_timeout_s: float
     durable: bool
     subscription: str | None
     checkpoint_location: str | None
     deduplicate: bool
+    accept_on_journal: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -55,8 +59,9 @@ class WriteSettings:
 
 KNOWN = {
     "url", "address", "credit", "connecttimeout", "user", "password",
-    "maxmessagespertrigger", "maxmessages", "idletimeout", "durable", "subscription",
-    "checkpointlocation", "deduplicate", "sendtimeout", "writeid", "path",
+    "maxmessagespertrigger", "minmessagespertrigger", "maxtriggerdelay", "maxmessages",
+    "partitions", "idletimeout", "durable", "subscription",
+    "checkpointlocation", "deduplicate", "accept", "sendtimeout", "writeid", "path",
 }
 
 
@@ -128,8 +133,9 @@ def _check_unknown(options: dict[str, str]) -> None:
         raise AmqpOptionError(
             f"unknown option(s) {', '.join(map(repr, unknown))}; the amqp data source "
             "takes url, address, credit, connectTimeout, user, password, "
-            "maxMessagesPerTrigger, maxMessages, idleTimeout, durable, subscription, "
-            "checkpointLocation, deduplicate, sendTimeout and writeId")
+            "maxMessagesPerTrigger, minMessagesPerTrigger, maxTriggerDelay, maxMessages, "
+            "partitions, idleTimeout, durable, subscription, checkpointLocation, "
+            "deduplicate, accept, sendTimeout and writeId")
 
 
 def endpoint(options: Mapping[str, str], *, need_address: bool) -> Endpoint:
@@ -154,13 +160,31 @@ def read_settings(options: Mapping[str, str]) -> ReadSettings:
         endpoint=ep, credit=credit,
         max_messages_per_trigger=_int(opts, "maxmessagespertrigger", "maxMessagesPerTrigger",
                                       None),
+        min_messages_per_trigger=_int(opts, "minmessagespertrigger", "minMessagesPerTrigger",
+                                      None),
+        max_trigger_delay_s=_seconds(opts, "maxtriggerdelay", "maxTriggerDelay", 900.0),
         max_messages=_int(opts, "maxmessages", "maxMessages", None),
+        partitions=_int(opts, "partitions", "partitions", 1) or 1,
         idle_timeout_s=_seconds(opts, "idletimeout", "idleTimeout", 5.0),
         durable=_bool(opts, "durable", "durable", False),
         subscription=opts.get("subscription") or None,
         checkpoint_location=opts.get("checkpointlocation") or None,
         deduplicate=_bool(opts, "deduplicate", "deduplicate", True),
+        accept_on_journal=_accept(opts),
     )
+
+
+def _accept(opts: dict[str, str]) -> bool:
+    """``accept``: ``commit`` (when Spark has committed the batch) or ``journal``
+    (once written under the checkpoint location; docs/spark.md#accepted-when-journaled)."""
+    raw = (opts.get("accept") or "commit").lower()
+    if raw not in ("commit", "journal"):
+        raise AmqpOptionError(f"option 'accept': expected commit or journal, got {raw!r}")
+    if raw == "journal" and not opts.get("checkpointlocation"):
+        raise AmqpOptionError("option 'accept': journal needs option 'checkpointLocation' "
+                              "(the query's own), where messages are written before they "
+                              "are accepted")
+    return raw == "journal"
 
 
 def write_settings(options: Mapping[str, str], *, has_to_column: bool) -> WriteSettings:

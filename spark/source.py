@@ -10,6 +10,7 @@ Register it once per session, then use it by name::
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -38,7 +39,7 @@ from spark.codec import (
     row_of,
 )
 from spark.errors import AmqpOptionError
-from spark.ledger import Journal, Ledger, Record, Settle, journal_directory
+from spark.ledger import Journal, Ledger, Log, Record, Settle, Token, journal_directory
 from spark.options import ReadSettings, WriteSettings, read_settings, write_settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,12 @@ log = logging.getLogger(__name__)
 ROWS_PER_PARTITION = 20_000
 # Rows go to Spark in Arrow record batches of at most this many.
 ARROW_ROWS = 5_000
+# A batch read gathers up to half its credit's worth of messages before it
+# hands them to Spark, while no gap between them is longer than this.
+GATHER_S = 0.0005
+# With accept=journal, the log holds at most this many times ``credit``
+# messages that Spark has not committed; then the receiver waits.
+JOURNALED_CREDITS = 4
 
 
 class AmqpDataSource(DataSource):
@@ -165,6 +172,52 @@ class _Rows(InputPartition):
         self.records = records
 
 
+class _LogWriter:
+    """Writes what the inbox receives to the log and accepts it once written, in
+    a thread of the source's process, so that a producer's window is given
+    back as fast as the disk takes its messages, not once per micro-batch.
+    Stops taking messages (and so giving credit) while the log holds
+    ``most`` messages Spark has not committed."""
+
+    def __init__(self, inbox: Inbox, journal: Log, most: int) -> None:
+        self.inbox = inbox
+        self.journal = journal
+        self.most = most
+        self._stop = threading.Event()
+        self._left: list[Record] = []
+        self._thread = threading.Thread(target=self._run, name="amqp-journal", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        inbox, journal = self.inbox, self.journal
+        while not self._stop.is_set():
+            if not journal.resolved:
+                # Until Spark's first call numbers the log, nothing is written
+                # (and nothing accepted): after a restart whose journal was
+                # empty, only that call says where the offsets stand.
+                self._stop.wait(0.01)
+                continue
+            if journal.held >= self.most or not inbox.wait(0.2):
+                self._stop.wait(0.005 if journal.held >= self.most else 0)
+                continue
+            if inbox.failure is not None:
+                return
+            try:
+                inbox.settle(journal.append(inbox.take()))
+            except Exception as exc:  # the disk or the receiver: Spark's next call says
+                log.error("amqp: writing the journal failed: %s", exc)
+                inbox.fail(f"writing the journal failed: {exc}")
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def unwritten(self) -> list[Token]:
+        """The deliveries received and not written, to release."""
+        return [r.token for r in self.inbox.take() if r.token is not None]
+
+
 class StreamReader(DataSourceStreamReader):
     """``spark.readStream.format("amqp")``: at least once, accepted on commit."""
 
@@ -172,9 +225,33 @@ class StreamReader(DataSourceStreamReader):
         self.settings = settings
         self._inbox: Inbox | None = None
         self._ledger: Ledger | None = None
+        self._log: Log | None = None
+        self._writer: _LogWriter | None = None
+        self._last_batch = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "_inbox": None, "_ledger": None}
+        return {"settings": self.settings, "_inbox": None, "_ledger": None, "_log": None,
+                "_writer": None, "_last_batch": self._last_batch}
+
+    def _logged(self) -> tuple[Inbox, Log] | None:
+        """The inbox and the log when messages are accepted once journaled."""
+        s = self.settings
+        if not s.accept_on_journal:
+            return None
+        if self._inbox is None or self._log is None:
+            assert s.checkpoint_location is not None and s.endpoint.address is not None
+            self._log = Log(journal_directory(s.checkpoint_location, s.endpoint.address),
+                            deduplicate=s.deduplicate)
+            dedupe = s.deduplicate
+
+            def decode(record: Record) -> None:
+                if dedupe:
+                    record.message_id = message_id_of(record.data)
+            name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
+            self._inbox = Inbox(s.endpoint, credit=s.credit, durable=s.durable,
+                                name=name, decode=decode).start()
+            self._writer = _LogWriter(self._inbox, self._log, JOURNALED_CREDITS * s.credit)
+        return self._inbox, self._log
 
     def _started(self) -> tuple[Inbox, Ledger]:
         if self._inbox is None or self._ledger is None:
@@ -203,7 +280,13 @@ class StreamReader(DataSourceStreamReader):
         inbox.settle(settle.accept)
 
     def initialOffset(self) -> dict[str, int]:
-        self._started()
+        logged = self._logged()
+        if logged is None:
+            self._started()
+        else:
+            # A new query: messages a process that died before Spark logged
+            # its first batch had journaled (and accepted) are its first.
+            logged[1].resolve(0)
         return {"seq": 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -218,19 +301,45 @@ class StreamReader(DataSourceStreamReader):
         data: so the messages of a batch are accepted here, and a producer
         waiting for its outcome is not held until more messages come.
         """
-        inbox, ledger = self._started()
+        logged = self._logged()
         begin = int(start["seq"])
-        inbox.settle(ledger.commit(begin).accept)
-        self._absorb(inbox, ledger)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end, settle = ledger.plan(begin, max_rows)
-        inbox.settle(settle.accept, settle.release)
+        if logged is not None:
+            inbox, journal = logged
+            inbox.check()
+            journal.commit(begin)
+            end = journal.plan(begin, max_rows)
+            if self._held_back(end - begin):
+                return {"seq": begin}
+        else:
+            inbox, ledger = self._started()
+            inbox.settle(ledger.commit(begin).accept)
+            self._absorb(inbox, ledger)
+            if begin not in ledger.batches and self._held_back(ledger.buffered):
+                return {"seq": begin}
+            end, settle = ledger.plan(begin, max_rows)
+            inbox.settle(settle.accept, settle.release)
+        if end > begin:
+            self._last_batch = time.monotonic()
         return {"seq": end}
 
+    def _held_back(self, available: int) -> bool:
+        """``minMessagesPerTrigger``: fewer messages than that wait for more,
+        until ``maxTriggerDelay`` has passed since the last batch (as the
+        Kafka source's ``minOffsetsPerTrigger`` and ``maxTriggerDelay``)."""
+        least = self.settings.min_messages_per_trigger
+        if least is None or available >= least or available == 0:
+            return False
+        return time.monotonic() - self._last_batch < self.settings.max_trigger_delay_s
+
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        inbox, ledger = self._started()
-        records, settle = ledger.records(int(start["seq"]), int(end["seq"]))
-        inbox.settle(settle.accept, settle.release)
+        logged = self._logged()
+        if logged is not None:
+            records = logged[1].records(int(start["seq"]), int(end["seq"]))
+        else:
+            inbox, ledger = self._started()
+            records, settle = ledger.records(int(start["seq"]), int(end["seq"]))
+            inbox.settle(settle.accept, settle.release)
         rows = [(r.data, r.address, r.received_at_s) for r in records]
         if len(rows) != int(end["seq"]) - int(start["seq"]):
             log.warning("amqp: batch [%s, %s) has %d of its messages: the others were not "
@@ -247,30 +356,63 @@ class StreamReader(DataSourceStreamReader):
                                 for data, address, received_at_s in records[i:i + ARROW_ROWS]])
 
     def commit(self, end: dict[str, int]) -> None:
+        logged = self._logged()
+        if logged is not None:
+            logged[1].commit(int(end["seq"]))
+            return
         inbox, ledger = self._started()
         inbox.settle(ledger.commit(int(end["seq"])).accept)
 
     def stop(self) -> None:
-        if self._inbox is not None and self._ledger is not None:
+        if self._writer is not None:
+            self._writer.stop()
+        if self._inbox is not None and self._writer is not None:
+            self._inbox.close(self._writer.unwritten())
+        elif self._inbox is not None and self._ledger is not None:
             self._inbox.close(self._ledger.release_all().release)
         self._inbox = None
+
+
+class _Share(InputPartition):
+    """One receiver of a batch read: its part of ``maxMessages`` (None: no limit)."""
+
+    def __init__(self, index: int, max_messages: int | None) -> None:
+        super().__init__(index)
+        self.max_messages = max_messages
+
+
+def shares(max_messages: int | None, partitions: int) -> list[int | None]:
+    """``maxMessages`` split over ``partitions`` receivers as evenly as it goes
+    (a receiver with no share is left out); every receiver unlimited when
+    there is no ``maxMessages``."""
+    if max_messages is None:
+        return [None] * partitions
+    base, extra = divmod(max_messages, partitions)
+    return [base + (i < extra) for i in range(partitions) if base + (i < extra) > 0]
 
 
 class BatchReader(DataSourceReader):
     """``spark.read.format("amqp")``: up to maxMessages, or until idleTimeout passes idle.
 
-    Messages are accepted as Spark takes their rows (a batch job has no later
-    commit to wait for, and the router lets a producer have only so many
-    messages unsettled); a task that fails releases the messages whose rows
-    it had not handed over, and the router gives them to another consumer.
+    Each of the ``partitions`` tasks attaches its own receiver to the address
+    (the router balances the address's messages over them by credit) and
+    reads its share of ``maxMessages``. Messages are accepted as Spark takes
+    their rows (a batch job has no later commit to wait for, and the router
+    lets a producer have only so many messages unsettled); a task that fails
+    releases the messages whose rows it had not handed over, and the router
+    gives them to another consumer.
     """
 
     def __init__(self, settings: ReadSettings) -> None:
         self.settings = settings
 
+    def partitions(self) -> Sequence[InputPartition]:
+        s = self.settings
+        return [_Share(i, n) for i, n in enumerate(shares(s.max_messages, s.partitions))]
+
     def read(self, partition: InputPartition) -> Iterator[Any]:
         s = self.settings
-        limit = s.max_messages
+        limit = partition.max_messages if isinstance(partition, _Share) else s.max_messages
         granted = s.credit if limit is None else min(s.credit, limit)
         def decode(record: Record) -> None:
             record.row = row_of(record.data, record.address, record.received_at_s)
@@ -279,17 +421,29 @@ class BatchReader(DataSourceReader):
         taken: list[Any] = []  # handed to Spark, to accept
         late: list[Any] = []  # beyond maxMessages: released
         count = 0
+        batch_rows = min(ARROW_ROWS, max(1, s.credit // 2))
         try:
             idle_since = time.monotonic()
             while limit is None or count < limit:
                 if taken:
-                    inbox.settle(taken, replenish=False)
+                    # In the receiver's thread, in order: the next rows are
+                    # decoded there meanwhile.
+                    inbox.settle(taken, replenish=False, wait=False)
                     more = len(taken) if limit is None else min(len(taken), limit - granted)
                     if more > 0:
                         inbox.flow(more)
                         granted += more
                     taken = []
                 records = inbox.take()
+                want = min(batch_rows, granted - count)
+                while records and len(records) < want:
+                    # While messages keep coming, a larger Arrow batch: Spark's
+                    # cost is as much per batch as per row.
+                    inbox.wait_for(want - len(records), GATHER_S)
+                    extra = inbox.take()
+                    if not extra:
+                        break
+                    records += extra
                 if not records:
                     inbox.check()
                     remaining = s.idle_timeout_s - (time.monotonic() - idle_since)

@@ -49,10 +49,10 @@ def main(url: str, address: str, checkpoint: str, rows: str) -> None:
     real = Inbox.settle
 
     def settle(self: Inbox, accept: list[Any], release: list[Any] | None = None, *,
-               replenish: bool = True) -> None:
+               replenish: bool = True, wait: bool = True) -> None:
         if accept:
             os._exit(3)
-        real(self, accept, release, replenish=replenish)
+        real(self, accept, release, replenish=replenish, wait=wait)
 
     Inbox.settle = settle  # type: ignore[method-assign]
     reader.latestOffset(end, limit)  # Spark's call after committing [start, end)

@@ -1,6 +1,6 @@
 """A streaming query run in a process of its own, for the crash test.
 
-Usage: python -m tests.spark.stream_job URL ADDRESS CHECKPOINT OUT
+Usage: python -m tests.spark.stream_job URL ADDRESS CHECKPOINT OUT [ACCEPT]
 It reads ADDRESS with the amqp data source and writes each message's id and
 body as JSON under OUT, until it is killed.
 """
@@ -11,14 +11,14 @@ import sys
 import time
 
 
-def main(url: str, address: str, checkpoint: str, out: str) -> None:
+def main(url: str, address: str, checkpoint: str, out: str, accept: str = "commit") -> None:
     from spark import session
 
     spark = session("hop-crash-test")
     spark.sparkContext.setLogLevel("ERROR")
     events = (spark.readStream.format("amqp").option("url", url).option("address", address)
               .option("maxMessagesPerTrigger", "100").option("checkpointLocation", checkpoint)
-              .load())
+              .option("accept", accept).load())
     query = (events.selectExpr("properties['message_id'] as id", "cast(body as string) as body")
              .writeStream.format("json").option("path", out)
              .option("checkpointLocation", checkpoint)
@@ -30,4 +30,4 @@ def main(url: str, address: str, checkpoint: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

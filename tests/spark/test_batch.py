@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from proton import Delivery, Message
 
 from tests.spark.amqp import Consumer, Producer
-from tests.system.harness import Hop
+from tests.system.harness import Hop, router_conf, start
 from tests.system.rabbitmq import free_port
 
 
@@ -104,6 +105,34 @@ def test_a_batch_read_returns_what_a_producer_sent_and_accepts_it(
     assert first.application_properties == {"i": "0"}
     assert first.address == "in"
     assert first.received_at is not None
+
+
+def test_a_batch_read_on_two_partitions_reads_on_two_receivers(
+        spark: Any, tmp_path: Path) -> None:
+    # A receiver that has read its share leaves the messages the router had
+    # queued for it: redeliveryLimit gives them to the other receiver when it
+    # is attached; when Spark runs the tasks one after the other, they go back
+    # to the producer as released (docs/spark.md#reading-a-batch).
+    router = start(tmp_path, router_conf(
+        "address {\n    prefix: in2\n    distribution: balanced\n    redeliveryLimit: 1\n}\n"),
+        "hop")
+    try:
+        producer = Producer(router.url, "in2",
+                            [Message(body=f"m{i}") for i in range(2000)]).start()
+        df = (spark.read.format("amqp").option("url", router.url).option("address", "in2")
+              .option("maxMessages", "2000").option("partitions", "2")
+              .option("idleTimeout", "2").load())
+        assert df.rdd.getNumPartitions() == 2
+        per_partition = df.rdd.glom().map(lambda rows: [bytes(r.body) for r in rows]).collect()
+        outcomes = producer.wait()
+        assert set(outcomes) <= {Delivery.ACCEPTED, Delivery.RELEASED}
+        read = [body for part in per_partition for body in part]
+        assert len(read) == len(set(read)) == outcomes.count(Delivery.ACCEPTED), \
+            "each accepted message read once, nothing else read"
+        assert all(0 < len(part) <= 1000 for part in per_partition), \
+            "each receiver reads, at most its share of maxMessages"
+    finally:
+        assert router.stop() == 0
 
 
 def test_a_batch_read_ends_after_idle_timeout(spark: Any, router: Hop) -> None:

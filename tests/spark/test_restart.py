@@ -56,10 +56,10 @@ def brokered(tmp_path: Path, rabbitmq: RabbitMQ) -> Iterator[Hop]:
     assert status == 0, hop.log_text()
 
 
-def start_query(spark: Any, hop: Hop, checkpoint: Path, out: Path) -> Any:
+def start_query(spark: Any, hop: Hop, checkpoint: Path, out: Path, accept: str) -> Any:
     events = (spark.readStream.format("amqp").option("url", hop.url)
               .option("address", "spark.events").option("maxMessagesPerTrigger", "100")
-              .option("checkpointLocation", str(checkpoint)).load())
+              .option("checkpointLocation", str(checkpoint)).option("accept", accept).load())
     return (events.selectExpr("properties['message_id'] as id", "cast(body as string) as body")
             .writeStream.format("json").option("path", str(out))
             .option("checkpointLocation", str(checkpoint))
@@ -80,23 +80,29 @@ def fill_queue(hop: Hop, rabbitmq: RabbitMQ) -> None:
     wait_for(lambda: rabbitmq.queue_depth("spark.events") == TOTAL, 30, "the queue filled")
 
 
+#: Messages accepted when Spark commits their batch, or once journaled.
+ACCEPT = pytest.mark.parametrize("accept", ["commit", "journal"])
+
+
+@ACCEPT
 def test_a_query_stopped_and_restarted_from_its_checkpoint_loses_nothing(
-        spark: Any, brokered: Hop, rabbitmq: RabbitMQ, tmp_path: Path) -> None:
+        spark: Any, brokered: Hop, rabbitmq: RabbitMQ, tmp_path: Path, accept: str) -> None:
     fill_queue(brokered, rabbitmq)
     checkpoint, out = tmp_path / "ck", tmp_path / "out"
 
-    first = start_query(spark, brokered, checkpoint, out)
+    first = start_query(spark, brokered, checkpoint, out, accept)
     try:
         wait_for(lambda: len(written_ids(spark, out)) >= 400, WAIT_S, "400 rows written")
     finally:
         first.stop()
     before = len(written_ids(spark, out))
     assert before < TOTAL, "stopped part way"
-    finish_and_check(spark, brokered, rabbitmq, checkpoint, out, before)
+    finish_and_check(spark, brokered, rabbitmq, checkpoint, out, before, accept)
 
 
+@ACCEPT
 def test_a_query_killed_mid_stream_and_restarted_loses_nothing(
-        spark: Any, brokered: Hop, rabbitmq: RabbitMQ, tmp_path: Path) -> None:
+        spark: Any, brokered: Hop, rabbitmq: RabbitMQ, tmp_path: Path, accept: str) -> None:
     """The driver is killed (SIGKILL, with its JVM): no stop, no release, no commit."""
     fill_queue(brokered, rabbitmq)
     checkpoint, out = tmp_path / "ck", tmp_path / "out"
@@ -104,7 +110,7 @@ def test_a_query_killed_mid_stream_and_restarted_loses_nothing(
         p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     job = subprocess.Popen(
         [sys.executable, "-m", "tests.spark.stream_job", brokered.url, "spark.events",
-         str(checkpoint), str(out)], cwd=REPO, env=env, start_new_session=True,
+         str(checkpoint), str(out), accept], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: len(written_ids(spark, out)) >= 300 or job.poll() is not None,
@@ -115,7 +121,7 @@ def test_a_query_killed_mid_stream_and_restarted_loses_nothing(
         job.wait()
     before = len(written_ids(spark, out))
     assert before < TOTAL, "killed part way"
-    finish_and_check(spark, brokered, rabbitmq, checkpoint, out, before)
+    finish_and_check(spark, brokered, rabbitmq, checkpoint, out, before, accept)
 
 
 def test_a_reader_killed_between_a_commit_and_its_accepts_emits_nothing_twice(
@@ -159,8 +165,8 @@ def test_a_reader_killed_between_a_commit_and_its_accepts_emits_nothing_twice(
 
 
 def finish_and_check(spark: Any, brokered: Hop, rabbitmq: RabbitMQ, checkpoint: Path,
-                     out: Path, before: int) -> None:
-    second = start_query(spark, brokered, checkpoint, out)
+                     out: Path, before: int, accept: str) -> None:
+    second = start_query(spark, brokered, checkpoint, out, accept)
     try:
         wait_for(lambda: len(set(written_ids(spark, out))) >= TOTAL, WAIT_S,
                  "every message written")

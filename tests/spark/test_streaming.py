@@ -88,3 +88,56 @@ def test_an_unreachable_router_stops_a_streaming_query_with_a_clear_error(
     error = query.exception()
     assert error is not None
     assert f"cannot reach the router at {url}" in str(error)
+
+
+def _reader(router: Hop, **options: str) -> Any:
+    from spark.options import read_settings
+    from spark.source import StreamReader
+    return StreamReader(read_settings({"url": router.url, "address": "held", **options}))
+
+
+def test_min_messages_per_trigger_holds_a_batch_back_until_max_trigger_delay(
+        router: Hop) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    reader = _reader(router, minMessagesPerTrigger="50", maxTriggerDelay="1.5")
+    start = reader.initialOffset()
+    producer = Producer(router.url, "held", [Message(body=f"m{i}") for i in range(30)]).start()
+    try:
+        began = time.monotonic()
+        time.sleep(0.5)  # the 30 have arrived
+        assert reader.latestOffset(start, ReadAllAvailable()) == start, "30 < 50: held back"
+        end = start
+        while end == start and time.monotonic() - began < 10:
+            time.sleep(0.1)
+            end = reader.latestOffset(start, ReadAllAvailable())
+        assert end == {"seq": 30}
+        assert time.monotonic() - began >= 1.4, "maxTriggerDelay passed first"
+        reader.latestOffset(end, ReadAllAvailable())  # Spark committed the batch
+        assert producer.wait() == [Delivery.ACCEPTED] * 30
+    finally:
+        reader.stop()
+
+
+def test_accepted_when_journaled_before_spark_commits_and_read_from_the_journal(
+        router: Hop, tmp_path: Path) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    checkpoint = tmp_path / "ck"
+    reader = _reader(router, accept="journal", checkpointLocation=str(checkpoint))
+    start = reader.initialOffset()
+    sent = [Message(body=f"m{i}", id=f"id{i}") for i in range(300)]
+    producer = Producer(router.url, "held", sent).start()
+    try:
+        # Every message accepted with no batch planned, let alone committed.
+        assert producer.wait() == [Delivery.ACCEPTED] * 300
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert end == {"seq": 300}
+        parts = reader.partitions(start, end)
+        bodies = [bytes(b) for p in parts for batch in reader.read(p)
+                  for b in batch.column("body").to_pylist()]
+        assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(300))
+        files = list((checkpoint / "sources-amqp" / "held").glob("*.log"))
+        assert files, "the messages are on disk until Spark commits them"
+        reader.commit(end)
+        assert not list((checkpoint / "sources-amqp" / "held").glob("*.log"))
+    finally:
+        reader.stop()

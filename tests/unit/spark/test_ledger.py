@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark.ledger import Journal, Ledger, Record
+from spark.ledger import Journal, Ledger, Log, Record
 
 
 def rec(n: int, token: object | None = None, message_id: str | None = "auto") -> Record:
@@ -174,3 +174,52 @@ def test_ids_of_committed_batches_are_forgotten() -> None:
     ledger.commit(2)
     assert ledger.received(rec(0, token="resent")).accept == []
     assert ledger.buffered == 1
+
+
+# -- accept=journal: the log ----------------------------------------------------
+
+
+def test_the_log_accepts_what_it_wrote_and_batches_are_ranges_of_it(tmp_path: Path) -> None:
+    log = Log(tmp_path)
+    log.resolve(0)
+    assert log.append([rec(0), rec(1), rec(2)]) == ["t0", "t1", "t2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0-3.log"]
+    assert log.append([rec(3), rec(4)]) == ["t3", "t4"]
+    assert log.plan(0, 4) == 4
+    assert [r.data for r in log.records(0, 4)] == [b"m0", b"m1", b"m2", b"m3"]
+    log.commit(4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3-5.log"], \
+        "a file goes once every message in it is committed"
+    assert log.held == 1
+    assert log.plan(4, None) == 5
+
+
+def test_after_a_restart_the_log_replays_what_spark_did_not_commit(tmp_path: Path) -> None:
+    log = Log(tmp_path)
+    log.resolve(0)
+    log.append([rec(0), rec(1)])
+    log.append([rec(2), rec(3)])
+    assert log.plan(0, 3) == 3
+    log.commit(1)
+    # The process dies: Spark committed offset 1 and had planned [1, 3).
+    again = Log(tmp_path)
+    assert not again.resolved
+    assert [r.data for r in again.records(1, 3)] == [b"m1", b"m2"]
+    assert again.plan(3, None) == 4
+    assert again.records(3, 4)[0].token is None, "read back from disk"
+    # A second copy of a message in the journal (its acceptance was lost) is
+    # accepted and not written again; a new one is.
+    assert again.append([rec(2, token="t2b"), rec(9)]) == ["t2b", "t9"]
+    assert again.end == 5 and again.duplicates_dropped == 1
+
+
+def test_a_log_whose_files_were_all_committed_numbers_on_from_spark(tmp_path: Path) -> None:
+    log = Log(tmp_path)
+    log.resolve(0)
+    log.append([rec(0), rec(1)])
+    log.commit(2)
+    assert list(tmp_path.iterdir()) == []
+    again = Log(tmp_path)
+    assert again.plan(2, None) == 2
+    again.append([rec(5)])
+    assert [r.data for r in again.records(2, 3)] == [b"m5"]

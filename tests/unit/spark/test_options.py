@@ -54,3 +54,33 @@ def test_write_settings() -> None:
     s = write_settings({"address": "out", "credit": "10", "sendTimeout": "2.5",
                         "writeId": "job-7"}, has_to_column=False)
     assert (s.credit, s.send_timeout_s, s.write_id) == (10, 2.5, "job-7")
+
+
+def test_partitions_default_to_one_and_split_max_messages() -> None:
+    from spark.source import shares
+    assert read_settings({"address": "a"}).partitions == 1
+    assert read_settings({"address": "a", "partitions": "3"}).partitions == 3
+    with pytest.raises(AmqpOptionError, match="option 'partitions': must be at least 1"):
+        read_settings({"address": "a", "partitions": "0"})
+    assert shares(10, 3) == [4, 3, 3]
+    assert shares(2, 4) == [1, 1], "a receiver with nothing to read is left out"
+    assert shares(None, 2) == [None, None]
+    assert sum(n or 0 for n in shares(50_001, 7)) == 50_001
+
+
+def test_accept_on_journal_needs_the_checkpoint_location() -> None:
+    assert not read_settings({"address": "a"}).accept_on_journal
+    assert read_settings({"address": "a", "accept": "Journal",
+                          "checkpointLocation": "/tmp/c"}).accept_on_journal
+    with pytest.raises(AmqpOptionError, match="journal needs option 'checkpointLocation'"):
+        read_settings({"address": "a", "accept": "journal"})
+    with pytest.raises(AmqpOptionError, match="expected commit or journal, got 'never'"):
+        read_settings({"address": "a", "accept": "never"})
+
+
+def test_min_messages_per_trigger_and_its_delay() -> None:
+    s = read_settings({"address": "a", "minMessagesPerTrigger": "500",
+                       "maxTriggerDelay": "2.5"})
+    assert (s.min_messages_per_trigger, s.max_trigger_delay_s) == (500, 2.5)
+    default = read_settings({"address": "a"})
+    assert (default.min_messages_per_trigger, default.max_trigger_delay_s) == (None, 900.0)
