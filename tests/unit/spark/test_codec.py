@@ -185,3 +185,27 @@ def test_typed_numbers_read_as_plain_numbers() -> None:
     msg = Message(body="x")
     msg.properties = {"n": int32(7), "u": ulong(9), "f": float32(1.5), "t": timestamp(1000)}
     assert row_of(msg.encode(), None, 0.0)[2] == {"n": "7", "u": "9", "f": "1.5", "t": "1000"}
+
+
+def test_an_arrow_batch_holds_the_rows_as_arrow_would_convert_them() -> None:
+    import pyarrow as pa
+
+    from spark.codec import record_batch
+
+    when = dt.datetime(2026, 11, 28, 12, 0, 0, 250000, tzinfo=dt.UTC)
+    rows: list[Any] = [
+        (b"a", {"message_id": "m1", "subject": "s"}, {"k": "1"}, {}, "q", when),
+        (b"", {}, {}, {"x-opt-a": "b"}, None, when),
+        (b"c", {}, {"k": "2", "l": "3"}, {}, "q", when),
+    ]
+    string_map = pa.map_(pa.string(), pa.string())
+    columns = list(zip(*rows, strict=True))
+    expected = pa.RecordBatch.from_arrays(
+        [pa.array(columns[0], pa.binary())]
+        + [pa.array(c, string_map) for c in columns[1:4]]
+        + [pa.array(columns[4], pa.string()),
+           pa.array(columns[5], pa.timestamp("us", tz="UTC"))],
+        names=["body", "properties", "application_properties", "annotations", "address",
+               "received_at"])
+    assert record_batch(rows).equals(expected)
+    assert record_batch([]).num_rows == 0
