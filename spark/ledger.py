@@ -407,6 +407,13 @@ class Log:
                 Journal._dump(self.directory / f"{span[0]}-{span[1]}.log",
                               [(r.data, r.address, r.received_at_s, r.message_id)
                                for r in fresh])
+                # The file's name too must survive a crash of the machine
+                # before the messages are accepted.
+                fd = os.open(self.directory, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 for rec in fresh:
                     self._add(rec)
                 self._files.append(span)

@@ -184,7 +184,6 @@ class _LogWriter:
         self.journal = journal
         self.most = most
         self._stop = threading.Event()
-        self._left: list[Record] = []
         self._thread = threading.Thread(target=self._run, name="amqp-journal", daemon=True)
         self._thread.start()
 
