@@ -241,14 +241,7 @@ class StreamReader(DataSourceStreamReader):
             assert s.checkpoint_location is not None and s.endpoint.address is not None
             self._log = Log(journal_directory(s.checkpoint_location, s.endpoint.address),
                             deduplicate=s.deduplicate)
-            dedupe = s.deduplicate
-
-            def decode(record: Record) -> None:
-                if dedupe:
-                    record.message_id = message_id_of(record.data)
-            name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
-            self._inbox = Inbox(s.endpoint, credit=s.credit, durable=s.durable,
-                                name=name, decode=decode).start()
+            self._inbox = self._receiver(s.deduplicate)
             self._writer = _LogWriter(self._inbox, self._log, JOURNALED_CREDITS * s.credit)
         return self._inbox, self._log
 
@@ -260,15 +253,19 @@ class StreamReader(DataSourceStreamReader):
                 assert s.endpoint.address is not None
                 journal = Journal(journal_directory(s.checkpoint_location, s.endpoint.address))
             self._ledger = Ledger(journal, deduplicate=s.deduplicate)
-            name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
-            dedupe = self._ledger.deduplicate
-
-            def decode(record: Record) -> None:
-                if dedupe:
-                    record.message_id = message_id_of(record.data)
-            self._inbox = Inbox(s.endpoint, credit=s.credit, durable=s.durable,
-                                name=name, decode=decode).start()
+            self._inbox = self._receiver(self._ledger.deduplicate)
         return self._inbox, self._ledger
+
+    def _receiver(self, dedupe: bool) -> Inbox:
+        """The stream's receiver; with ``dedupe``, it reads each message-id."""
+        s = self.settings
+
+        def decode(record: Record) -> None:
+            if dedupe:
+                record.message_id = message_id_of(record.data)
+        name = s.subscription or (f"spark-{s.endpoint.address}" if s.durable else None)
+        return Inbox(s.endpoint, credit=s.credit, durable=s.durable, name=name,
+                     decode=decode).start()
 
     def _absorb(self, inbox: Inbox, ledger: Ledger) -> None:
         inbox.check()
@@ -394,7 +391,7 @@ class BatchReader(DataSourceReader):
     """``spark.read.format("amqp")``: up to maxMessages, or until idleTimeout passes idle.
 
     Each of the ``partitions`` tasks attaches its own receiver to the address
-    (the router balances the address's messages over them by credit) and
+    (the router balances the address's messages over them) and
     reads its share of ``maxMessages``. Messages are accepted as Spark takes
     their rows (a batch job has no later commit to wait for, and the router
     lets a producer have only so many messages unsettled); a task that fails
