@@ -24,6 +24,7 @@ says which to accept or release; ``token`` is the receiver's handle.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
@@ -451,7 +452,7 @@ class Log:
         with self._lock:
             lo = max(start - self._first, 0)
             hi = max(min(end - self._first, len(self._records)), lo)
-            return [self._records[i] for i in range(lo, hi)]
+            return list(itertools.islice(self._records, lo, hi))
 
     def commit(self, end: int) -> None:
         """Spark committed everything before ``end``."""
