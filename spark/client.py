@@ -56,6 +56,8 @@ class Inbox:
         self.failure: str | None = None
         self._cond = threading.Condition()
         self._arrived: list[Record] = []
+        # Each delivery's bytes are read into this, then copied once into bytes.
+        self._buffer = ffi.new("char[]", 65536)
         self._ops: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake, self._waker = socket.socketpair()
         self._wake.setblocking(False)
@@ -109,9 +111,10 @@ class Inbox:
             pass
 
     def _events(self, wire: Wire) -> None:
+        got: list[Record] = []
         for kind, handle in wire.events():
             if kind == lib.PN_DELIVERY:
-                self._delivered(handle)
+                self._delivered(handle, got)
             elif kind == lib.PN_LINK_REMOTE_OPEN:
                 source = lib.pn_link_remote_source(handle)
                 address = lib.pn_terminus_get_address(source)
@@ -132,8 +135,13 @@ class Inbox:
                     self.fail(f"the router closed the connection ({wire.connection_failure()})")
             elif kind == lib.PN_TRANSPORT_CLOSED and not self.closing:
                 self.fail(wire.lost())
+        if got:
+            # One hand-over for everything this wake-up brought, not one a message.
+            with self._cond:
+                self._arrived.extend(got)
+                self._cond.notify_all()
 
-    def _delivered(self, dlv: Any) -> None:
+    def _delivered(self, dlv: Any, got: list[Record]) -> None:
         link = self.link
         if lib.pn_delivery_aborted(dlv):
             lib.pn_delivery_settle(dlv)
@@ -142,15 +150,17 @@ class Inbox:
         if not lib.pn_delivery_readable(dlv) or lib.pn_delivery_partial(dlv):
             return
         size = lib.pn_delivery_pending(dlv)
-        buffer = ffi.new("char[]", size) if size > 0 else ffi.new("char[]", 1)
-        got = lib.pn_link_recv(link, buffer, size) if size > 0 else 0
-        data = ffi.buffer(buffer, max(got, 0))[:]
+        if size > len(self._buffer):
+            self._buffer = ffi.new("char[]", size)
+        read = lib.pn_link_recv(link, self._buffer, size) if size > 0 else 0
+        data = ffi.buffer(self._buffer, read)[:] if read > 0 else b""
         lib.pn_link_advance(link)
-        self.arrived(dlv, data, self._address)
+        got.append(self.arrived(dlv, data, self._address))
 
     # -- in the receiver thread ---------------------------------------------------
 
-    def arrived(self, delivery: Any, data: bytes, address: str | None) -> None:
+    def arrived(self, delivery: Any, data: bytes, address: str | None) -> Record:
+        """The record of one delivery, kept for settling; the caller hands it over."""
         token = self._next_token
         self._next_token += 1
         self._deliveries[token] = delivery
@@ -158,9 +168,7 @@ class Inbox:
                         received_at_s=time.time(), message_id=None, token=token)
         if self.decode is not None:
             self.decode(record)  # here: proton's decoder must not run in two threads
-        with self._cond:
-            self._arrived.append(record)
-            self._cond.notify_all()
+        return record
 
     def fail(self, what: str) -> None:
         with self._cond:
