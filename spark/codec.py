@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -283,15 +283,24 @@ Row = tuple[bytes | None, dict[str, str], dict[str, str], dict[str, str], str | 
 def row_of(data: bytes, address: str | None, received_at_s: float) -> Row:
     """The row of :data:`READ_SCHEMA` for one encoded message: read directly
     (``spark.scan``) where it can be, else through proton's Message."""
-    received_at = dt.datetime.fromtimestamp(received_at_s, dt.UTC)
+    return (*_fields_of(data, address), dt.datetime.fromtimestamp(received_at_s, dt.UTC))
+
+
+Fields = tuple[bytes | None, dict[str, str], dict[str, str], dict[str, str], str | None]
+
+
+def _fields_of(data: bytes, address: str | None) -> Fields:
+    """A row's columns but ``received_at``."""
     try:
         scanned = scan(data)
     except Unsupported:
-        return _row_by_proton(data, address, received_at)
+        return _fields_by_proton(data, address)
     fields = scanned.properties
     properties: dict[str, str] = {}
     for index, key in enumerate(_PROPERTY_FIELDS):
-        value = fields[index] if index < len(fields) else None
+        if index >= len(fields):
+            break
+        value = fields[index]
         if value is None or value == "" or value == b"" or (
                 key in _NUMBERED_FIELDS and not value):
             continue
@@ -303,18 +312,22 @@ def row_of(data: bytes, address: str | None, received_at_s: float) -> Row:
             properties[key] = _text(value)
     to = fields[2] if len(fields) > 2 else None
     return (scanned.body, properties, _string_map(scanned.application_properties),
-            _string_map(scanned.annotations), to or address, received_at)
+            _string_map(scanned.annotations), to or address)
 
 
-def _row_by_proton(data: bytes, address: str | None, received_at: dt.datetime) -> Row:
+def _fields_by_proton(data: bytes, address: str | None) -> Fields:
     msg = Message()
     msg.decode(data)
     return (body_bytes(msg.body), _properties(msg), _string_map(msg.properties),
-            _string_map(msg.annotations), msg.address or address, received_at)
+            _string_map(msg.annotations), msg.address or address)
 
 
 def message_id_of(data: bytes) -> str | None:
     """The message-id of an encoded message as text, or None when it has none."""
+    try:
+        return _message_id_at_once(data)
+    except (_NotAtOnce, IndexError, UnicodeDecodeError):
+        pass
     try:
         fields = scan(data).properties
         message_id = fields[0] if fields else None
@@ -326,35 +339,126 @@ def message_id_of(data: bytes) -> str | None:
 
 
 
-def record_batch(rows: list[Row]) -> Any:
-    """Rows of :data:`READ_SCHEMA` as one Arrow record batch, which Spark
-    takes whole instead of a row at a time (docs/spark.md#where-the-time-goes)."""
-    import pyarrow as pa  # the spark extra's; only where Spark runs
+# A message that is one data section of fewer than 256 bytes, after at
+# most an empty header and an empty properties section (as proton encodes a
+# message that sets nothing else), is read without a scan: its row is its
+# body and the link's address. AMQP 1.0 part 3, sections 3.2.1, 3.2.4 and
+# 3.2.6; part 1, section 1.6: list0 (0x45) and vbin8 (0xa0).
+_EMPTY_HEADER = b"\x00\x53\x70\x45"
+_EMPTY_PROPERTIES = b"\x00\x53\x73\x45"
+_BARE_DATA = b"\x00\x53\x75\xa0"
 
-    bodies, properties, application, annotations, addresses, times = (
-        zip(*rows, strict=True) if rows else ((),) * 6)
-    micros = pa.array([round(t.timestamp() * 1e6) for t in times], pa.int64())
+
+class _NotAtOnce(Exception):
+    pass
+
+
+_SECTION = b"\x00\x53"
+_LIST_HEADS = {0x45: 0, 0xc0: 2, 0xd0: 8}  # list0, list8, list32: size and count bytes
+
+
+def _message_id_at_once(data: bytes) -> str | None:
+    """The message-id where it is a string or absent and comes early: after
+    at most a header, the first field of the properties section (AMQP 1.0
+    part 3, sections 3.2 and 3.2.4; the sections come in their order, so a
+    body section first means there is no properties section). Raises
+    :class:`_NotAtOnce` for any other message, which :func:`scan` reads."""
+    at = 0
+    if data.startswith(b"\x00\x53\x70"):
+        code = data[3]
+        if code == 0x45:
+            at = 4
+        elif code == 0xc0:
+            at = 5 + data[4]
+        else:
+            raise _NotAtOnce
+    if not data.startswith(_SECTION, at):
+        raise _NotAtOnce
+    section = data[at + 2]
+    if 0x74 <= section <= 0x78:
+        return None
+    if section != 0x73:
+        raise _NotAtOnce
+    head = _LIST_HEADS.get(data[at + 3])
+    if head is None:
+        raise _NotAtOnce
+    if head == 0 or (data[at + 5] if head == 2 else int.from_bytes(data[at + 8:at + 12])) == 0:
+        return None
+    first = at + 4 + head
+    code = data[first]
+    if code == 0x40:
+        return None
+    if code == 0xa1:
+        size = data[first + 1]
+        start = first + 2
+    elif code == 0xb1:
+        size = int.from_bytes(data[first + 1:first + 5])
+        start = first + 5
+    else:
+        raise _NotAtOnce
+    if start + size > len(data):
+        raise _NotAtOnce
+    return data[start:start + size].decode("utf-8")
+
+
+def record_batch_of(messages: Iterable[tuple[bytes, str | None, float]]) -> Any:
+    """Encoded messages (with the address each came from and when, in
+    seconds) as one Arrow record batch of :data:`READ_SCHEMA`, the rows
+    :func:`row_of` makes, built column by column: Spark takes the batch
+    whole instead of a row at a time, and no row is made as Python objects
+    on the way (docs/spark.md#where-the-time-goes)."""
+    import pyarrow as pa  # the spark extra's; only where Spark runs
+    import pyarrow.compute as pc
+
+    bodies: list[bytes | None] = []
+    addresses: list[str | None] = []
+    times: list[float] = []
+    maps = (_MapColumn(), _MapColumn(), _MapColumn())
+    for data, address, received_at_s in messages:
+        times.append(received_at_s)
+        at = 4 if data.startswith(_EMPTY_HEADER) else 0
+        if data.startswith(_EMPTY_PROPERTIES, at):
+            at += 4
+        if data.startswith(_BARE_DATA, at) and len(data) == at + 5 + data[at + 4]:
+            bodies.append(data[at + 5:])
+            addresses.append(address)
+            for column in maps:
+                column.offsets.append(len(column.keys))
+            continue
+        body, properties, application, annotations, to = _fields_of(data, address)
+        bodies.append(body)
+        addresses.append(to)
+        for column, values in zip(maps, (properties, application, annotations), strict=True):
+            column.add(values)
+    micros = pc.round(pc.multiply(pa.array(times, pa.float64()), 1e6)).cast(pa.int64())
     return pa.RecordBatch.from_arrays(
-        [pa.array(bodies, pa.binary()), _string_maps(properties),
-         _string_maps(application), _string_maps(annotations),
+        [pa.array(bodies, pa.binary()), *(column.array() for column in maps),
          pa.array(addresses, pa.string()), micros.cast(pa.timestamp("us", tz="UTC"))],
         names=["body", "properties", "application_properties", "annotations", "address",
                "received_at"])
 
 
-def _string_maps(maps: Sequence[dict[str, str]]) -> Any:
-    """A column of string maps, built from its offsets, keys and values: Arrow
-    converts a list of dicts at about 2.5 us a row when they are empty, 25
-    times this (docs/spark.md#where-the-time-goes)."""
-    import pyarrow as pa
+class _MapColumn:
+    """A column of string maps as Arrow builds one: offsets, keys and values.
+    Arrow converts a list of dicts at about 2.5 us a row when they are
+    empty, 35 times this (docs/spark.md#where-the-time-goes)."""
 
-    offsets = [0]
-    keys: list[str] = []
-    values: list[str] = []
-    for m in maps:
-        if m:
-            keys.extend(m)
-            values.extend(m.values())
-        offsets.append(len(keys))
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
-                                   pa.array(values, pa.string()))
+    __slots__ = ("keys", "offsets", "values")
+
+    def __init__(self) -> None:
+        self.offsets = [0]
+        self.keys: list[str] = []
+        self.values: list[str] = []
+
+    def add(self, values: dict[str, str]) -> None:
+        if values:
+            self.keys.extend(values)
+            self.values.extend(values.values())
+        self.offsets.append(len(self.keys))
+
+    def array(self) -> Any:
+        import pyarrow as pa
+
+        return pa.MapArray.from_arrays(pa.array(self.offsets, pa.int32()),
+                                       pa.array(self.keys, pa.string()),
+                                       pa.array(self.values, pa.string()))

@@ -51,7 +51,6 @@ class Record:
     received_at_s: float
     message_id: str | None
     token: Token | None = None  # None for a record read back from the journal
-    row: Any = None  # the decoded row, when the receiver made it
 
 
 @attrs.define(kw_only=True, eq=False)

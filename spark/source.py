@@ -35,8 +35,7 @@ from spark.codec import (
     check_write_columns,
     encoded_of,
     message_id_of,
-    record_batch,
-    row_of,
+    record_batch_of,
 )
 from spark.errors import AmqpOptionError
 from spark.ledger import Journal, Ledger, Log, Record, Settle, Token, journal_directory
@@ -348,8 +347,7 @@ class StreamReader(DataSourceStreamReader):
         assert isinstance(partition, _Rows)
         records = partition.records
         for i in range(0, len(records), ARROW_ROWS):
-            yield record_batch([row_of(data, address, received_at_s)
-                                for data, address, received_at_s in records[i:i + ARROW_ROWS]])
+            yield record_batch_of(records[i:i + ARROW_ROWS])
 
     def commit(self, end: dict[str, int]) -> None:
         logged = self._logged()
@@ -410,10 +408,8 @@ class BatchReader(DataSourceReader):
         s = self.settings
         limit = partition.max_messages if isinstance(partition, _Share) else s.max_messages
         granted = s.credit if limit is None else min(s.credit, limit)
-        def decode(record: Record) -> None:
-            record.row = row_of(record.data, record.address, record.received_at_s)
-        inbox = Inbox(s.endpoint, credit=granted, durable=s.durable, name=s.subscription,
-                      decode=decode).start()
+        inbox = Inbox(s.endpoint, credit=granted, durable=s.durable,
+                      name=s.subscription).start()
         taken: list[Any] = []  # handed to Spark, to accept
         late: list[Any] = []  # beyond maxMessages: released
         count = 0
@@ -452,7 +448,7 @@ class BatchReader(DataSourceReader):
                     records = records[:limit - count]
                 for i in range(0, len(records), ARROW_ROWS):
                     chunk = records[i:i + ARROW_ROWS]
-                    yield record_batch([r.row for r in chunk])
+                    yield record_batch_of((r.data, r.address, r.received_at_s) for r in chunk)
                     taken.extend(r.token for r in chunk)
                     count += len(chunk)
             inbox.settle(taken, replenish=False)

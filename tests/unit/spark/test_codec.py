@@ -162,13 +162,13 @@ def _messages_of_every_shape() -> list[Message]:
 
 
 def test_a_message_read_directly_makes_the_row_proton_would() -> None:
-    from spark.codec import _row_by_proton
+    from spark.codec import _fields_by_proton
 
     for msg in _messages_of_every_shape():
         data = msg.encode()
         direct = row_of(data, "a", 1.0)
-        by_proton = _row_by_proton(data, "a", direct[5])
-        assert direct == by_proton, msg
+        by_proton = _fields_by_proton(data, "a")
+        assert direct[:5] == by_proton, msg
         assert message_id_of(data) == (None if msg.id is None else str(msg.id))
     # Read directly but for the one proton has to read.
     read = []
@@ -187,17 +187,24 @@ def test_typed_numbers_read_as_plain_numbers() -> None:
     assert row_of(msg.encode(), None, 0.0)[2] == {"n": "7", "u": "9", "f": "1.5", "t": "1000"}
 
 
-def test_an_arrow_batch_holds_the_rows_as_arrow_would_convert_them() -> None:
+def test_an_arrow_batch_holds_the_rows_row_of_makes_as_arrow_would_convert_them() -> None:
     import pyarrow as pa
 
-    from spark.codec import record_batch
+    from spark.codec import record_batch_of
 
-    when = dt.datetime(2026, 11, 28, 12, 0, 0, 250000, tzinfo=dt.UTC)
-    rows: list[Any] = [
-        (b"a", {"message_id": "m1", "subject": "s"}, {"k": "1"}, {}, "q", when),
-        (b"", {}, {}, {"x-opt-a": "b"}, None, when),
-        (b"c", {}, {"k": "2", "l": "3"}, {}, "q", when),
-    ]
+    # A data section alone, in a vbin8 and a vbin32, after empty header and
+    # properties sections as proton encodes them, and one with a bad size.
+    bare = Message(body=b"b" * 100)
+    bare.inferred = True
+    assert bytes(bare.encode()).startswith(b"\x00\x53\x70\x45\x00\x53\x73\x45\x00\x53\x75\xa0")
+    encoded = [bytes(msg.encode()) for msg in [*_messages_of_every_shape(), bare]]
+    encoded += [b"\x00\x53\x73\x45\x00\x53\x75\xa0\x01" + b"p",
+                b"\x00\x53\x75\xa0\x64" + b"b" * 100,
+                b"\x00\x53\x75\xb0\x00\x00\x01\x2c" + b"L" * 300,
+                b"\x00\x53\x75\xa0\x02" + b"bb" + b"\x00\x53\x74\xc1\x07\x02\xa1\x01k\xa1\x01v"]
+    given = [(data, "q" if i % 2 else None, 1_795_000_000.25 + i / 1e6)
+             for i, data in enumerate(encoded)]
+    rows = [row_of(*one) for one in given]
     string_map = pa.map_(pa.string(), pa.string())
     columns = list(zip(*rows, strict=True))
     expected = pa.RecordBatch.from_arrays(
@@ -207,5 +214,39 @@ def test_an_arrow_batch_holds_the_rows_as_arrow_would_convert_them() -> None:
            pa.array(columns[5], pa.timestamp("us", tz="UTC"))],
         names=["body", "properties", "application_properties", "annotations", "address",
                "received_at"])
-    assert record_batch(rows).equals(expected)
-    assert record_batch([]).num_rows == 0
+    batch = record_batch_of(given)
+    assert batch.equals(expected)
+    assert batch.column("body")[len(encoded) - 3].as_py() == b"b" * 100
+    assert batch.column("body")[len(encoded) - 5].as_py() == b"b" * 100
+    assert batch.column("application_properties")[len(encoded) - 1].as_py() == [("k", "v")]
+    assert batch.column("received_at")[1].value == 1_795_000_000_250_001
+    assert record_batch_of([]).num_rows == 0
+
+
+def test_a_message_id_read_at_once_is_the_one_proton_reads() -> None:
+    from spark.codec import _message_id_at_once, _NotAtOnce
+
+    durable = Message(body="d", id="in-durable", durable=True)
+    long_id = Message(body="l", id="i" * 300, subject="s" * 300)  # a list32 properties
+    annotated = Message(body="a", id="after-annotations", annotations={"x-opt-k": "v"})
+    no_id = Message(body="n", subject="only-a-subject")
+    written = encoded_of({"body": "w"}, "w:0:1", "q", anonymous=False)[0]
+    by_uuid = Message(body="u", id=uuid.UUID(int=7))
+    by_number = Message(body="u", id=ulong(12))
+    bare = b"\x00\x53\x75\xa0\x02hi"
+    read_at_once = {"in-durable": durable, "i" * 300: long_id, None: no_id}
+    for expected, msg in read_at_once.items():
+        assert _message_id_at_once(bytes(msg.encode())) == expected
+    assert _message_id_at_once(written) == "w:0:1"
+    assert _message_id_at_once(bare) is None
+    for msg in (annotated, by_uuid, by_number):
+        with pytest.raises(_NotAtOnce):
+            _message_id_at_once(bytes(msg.encode()))
+    for msg in (durable, long_id, annotated, no_id, by_uuid, by_number,
+                *_messages_of_every_shape()):
+        data = bytes(msg.encode())
+        assert message_id_of(data) == (None if msg.id is None else str(msg.id)), msg
+    assert message_id_of(written) == "w:0:1"
+    # Cut short inside the id: left to the scanner.
+    with pytest.raises(_NotAtOnce):
+        _message_id_at_once(bytes(durable.encode())[:20])
