@@ -50,6 +50,13 @@ ARROW_ROWS = 5_000
 # A batch read gathers up to half its credit's worth of messages before it
 # hands them to Spark, while no gap between them is longer than this.
 GATHER_S = 0.0005
+# Accepted on commit: after accepting a batch, the next one waits for the
+# producers' refill while it comes, up to REFILL_S: the first message up to
+# REFILL_FIRST_S (the round trip through the router), then gaps of at most
+# REFILL_GAP_S.
+REFILL_S = 0.1
+REFILL_FIRST_S = 0.02
+REFILL_GAP_S = 0.005
 # With accept=journal, the log holds at most this many times ``credit``
 # messages that Spark has not committed; then the receiver waits.
 JOURNALED_CREDITS = 4
@@ -308,8 +315,11 @@ class StreamReader(DataSourceStreamReader):
                 return {"seq": begin}
         else:
             inbox, ledger = self._started()
-            inbox.settle(ledger.commit(begin).accept)
+            accepted = ledger.commit(begin).accept
+            inbox.settle(accepted)
             self._absorb(inbox, ledger)
+            if accepted and begin not in ledger.batches:
+                self._refill(inbox, ledger, max_rows)
             if begin not in ledger.batches and self._held_back(ledger.buffered):
                 return {"seq": begin}
             end, settle = ledger.plan(begin, max_rows)
@@ -317,6 +327,22 @@ class StreamReader(DataSourceStreamReader):
         if end > begin:
             self._last_batch = time.monotonic()
         return {"seq": end}
+
+    def _refill(self, inbox: Inbox, ledger: Ledger, max_rows: int | None) -> None:
+        """Messages were just accepted: their producers' windows open again and
+        what they send next comes within milliseconds. Wait for it while it
+        keeps coming (a gap of ``REFILL_GAP_S``, ``REFILL_S`` at most), so
+        that the next batch holds a window's worth, not the few that came
+        while the last one ran: Spark's cost is as much per batch as per row
+        (docs/spark.md#micro-batch-size-and-the-routers-window)."""
+        want = min(self.settings.credit, max_rows or self.settings.credit)
+        deadline = time.monotonic() + REFILL_S
+        gap = REFILL_FIRST_S
+        while ledger.buffered < want and time.monotonic() < deadline:
+            if not inbox.wait(gap):
+                return
+            self._absorb(inbox, ledger)
+            gap = REFILL_GAP_S
 
     def _held_back(self, available: int) -> bool:
         """``minMessagesPerTrigger``: fewer messages than that wait for more,

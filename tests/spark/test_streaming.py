@@ -118,6 +118,36 @@ def test_min_messages_per_trigger_holds_a_batch_back_until_max_trigger_delay(
         reader.stop()
 
 
+def test_after_accepting_a_batch_the_next_waits_for_the_producers_refill(
+        router: Hop, monkeypatch: Any) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    import spark.source
+    # Bounds far above a loaded machine's round trip: the mechanism is under
+    # test here, the figures are the bench's (python -m bench.spark).
+    monkeypatch.setattr(spark.source, "REFILL_FIRST_S", 2.0)
+    monkeypatch.setattr(spark.source, "REFILL_GAP_S", 1.0)
+    monkeypatch.setattr(spark.source, "REFILL_S", 10.0)
+    reader = _reader(router)
+    start = reader.initialOffset()
+    producer = Producer(router.url, "held", [Message(body=f"m{i}") for i in range(600)]).start()
+    try:
+        end = start
+        began = time.monotonic()
+        while end["seq"] < 250 and time.monotonic() - began < WAIT_S:
+            time.sleep(0.05)
+            end = reader.latestOffset(start, ReadAllAvailable())
+        # The router's window (linkCapacity 250): no more until these are accepted.
+        assert end == {"seq": 250}
+        reader.partitions(start, end)
+        # Spark committed [0, 250): accepted here, and the producer's next 250
+        # are in the next batch, not the none that had come by then.
+        assert reader.latestOffset(end, ReadAllAvailable()) == {"seq": 500}
+    finally:
+        reader.stop()
+    assert producer.wait().count(Delivery.ACCEPTED) == 250
+
+
 def test_accepted_when_journaled_before_spark_commits_and_read_from_the_journal(
         router: Hop, tmp_path: Path) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
