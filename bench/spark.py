@@ -22,7 +22,9 @@ producer (``linkCapacity``, 250 by default, as in qdrouterd), and the
 router gives a producer that many credits: every scenario is measured with
 the default and with ``--link-capacity``.
 
-``--parts`` says where the time goes instead (docs/spark.md#where-the-time-goes):
+``--only TEXT`` runs the scenarios whose names hold TEXT (``streaming``,
+``linkCapacity 5000``). ``--parts`` says where the time goes instead
+(docs/spark.md#where-the-time-goes):
 the data source's per-row conversions alone, its AMQP sender and receiver
 alone against the router (no Spark), and Spark alone with data sources that
 only hand rows over (rows and Arrow record batches), each in rows/s or
@@ -255,6 +257,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--link-capacity", type=int, default=5000)
+    parser.add_argument("--only", default="",
+                        help="run only the scenarios whose names hold this text, "
+                             "such as 'streaming' or 'linkCapacity 5000'")
     parser.add_argument("--parts", action="store_true",
                         help="where the time goes: each part alone (see the module's text)")
     args = parser.parse_args()
@@ -270,20 +275,22 @@ def main() -> None:
     results: dict[str, Any] = {"rows": args.rows}
     try:
         for capacity in (None, args.link_capacity):
+            label = f"linkCapacity {capacity or 250}"
+            scenarios: list[tuple[str, Any, str]] = [
+                (f"batch write, {label}", batch_write, "w"),
+                *((f"batch read, {n} partition{'s' * (n > 1)}, {label}",
+                   functools.partial(batch_read, partitions=n), "r") for n in (1, 2)),
+                (f"streaming read, {label}", streaming_read, "s"),
+                (f"streaming read, accept=journal, {label}",
+                 functools.partial(streaming_read, journal=True), "j"),
+            ]
+            chosen = [one for one in scenarios if args.only in one[0]]
+            if not chosen:
+                continue
             with RouterProcess(_conf(capacity), name="spark") as router:
-                url = router.url
-                label = f"linkCapacity {capacity or 250}"
-                results[f"batch write, {label}"] = _median(
-                    batch_write, (spark, bins, url, args.rows, "w"), args.rounds)
-                for parts_n in (1, 2):
-                    results[f"batch read, {parts_n} partition{'s' * (parts_n > 1)}, {label}"] = \
-                        _median(functools.partial(batch_read, partitions=parts_n),
-                                (spark, bins, url, args.rows, "r"), args.rounds)
-                results[f"streaming read, {label}"] = _median(
-                    streaming_read, (spark, bins, url, args.rows, "s"), args.rounds)
-                results[f"streaming read, accept=journal, {label}"] = _median(
-                    functools.partial(streaming_read, journal=True),
-                    (spark, bins, url, args.rows, "j"), args.rounds)
+                for name, run, address in chosen:
+                    results[name] = _median(run, (spark, bins, router.url, args.rows, address),
+                                            args.rounds)
     finally:
         spark.stop()
     for name, value in results.items():
