@@ -68,8 +68,9 @@ class ServiceOptions:
     pidfile: str | None = None
     user: str | None = None
     shutdown_grace_s: float = DEFAULT_GRACE_S
-    #: False: an sslProfile that does not load is logged, as qdrouterd does.
-    tls_errors_stop: bool = True
+    #: True: an sslProfile that does not load stops the start; False (hopd's
+    #: default, as qdrouterd): it is logged, and what names it refuses.
+    tls_errors_stop: bool = False
     #: qdrouterd's ``-T``: stuck deliveries and blocked links after 3 s.
     test_hooks: bool = False
     #: Tests (HOP_RAISE_INTERNAL_ERRORS=1): an unexpected exception handling
@@ -271,12 +272,12 @@ def _reopen_logs() -> None:
               default=DEFAULT_GRACE_S, show_default=True, metavar="SECONDS",
               help="On SIGTERM or SIGINT, how long in-flight deliveries may take to "
                    "settle before the rest are released; a second signal ends it at once.")
-@click.option("--tls-errors", "tls_errors", type=click.Choice(["stop", "log"]), default="stop",
+@click.option("--tls-errors", "tls_errors", type=click.Choice(["stop", "log"]), default="log",
               show_default=True,
               help="An sslProfile that does not load (a missing file, a wrong password, "
-                   "protocols or ciphers OpenSSL refuses): stop the start-up, or log it and "
-                   "start, as qdrouterd does (a listener naming it closes every connection, "
-                   "a connector naming it fails every attempt).")
+                   "protocols or ciphers OpenSSL refuses): log it and start, as qdrouterd "
+                   "does (a listener naming it closes every connection, a connector naming "
+                   "it fails every attempt), or stop the start-up with status 2.")
 @click.option("--workers", "workers", type=click.IntRange(min=1, max=1024), default=None,
               metavar="N",
               help="Run the router on N cores: N worker processes seen from outside as one "

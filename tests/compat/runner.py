@@ -132,12 +132,12 @@ HOP_ROOT = Path(__file__).resolve().parents[2]
 def qdrouterd_shim(folder: Path, hop: Path = HOP_ROOT) -> Path:
     """A ``qdrouterd`` that runs the hopd of checkout ``hop`` with this Python
     and the same arguments (hopd accepts qdrouterd's ``-I`` and ``-T``), on
-    a PYTHONPATH of its own instead of the harness's, and with qdrouterd's
-    way with sslProfiles that do not load (``--tls-errors log``)."""
+    a PYTHONPATH of its own instead of the harness's: hopd as a user who
+    swaps the program starts it, with no option of its own."""
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / "qdrouterd"
     shim.write_text(f"#!/bin/sh\nPYTHONPATH='{hop}'\nexport PYTHONPATH\n"
-                    f"exec '{sys.executable}' -m router --tls-errors log \"$@\"\n")
+                    f"exec '{sys.executable}' -m router \"$@\"\n")
     shim.chmod(0o755)
     return folder
 

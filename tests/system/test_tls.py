@@ -157,14 +157,15 @@ def test_uid_format_makes_the_user_of_a_client_certificate(
         conn.close()
 
 
-def test_a_bad_uid_name_mapping_file_stops_the_start(pki: Pki, tmp_path: Path) -> None:
+def test_a_bad_uid_name_mapping_file_stops_a_start_told_to_stop(pki: Pki,
+                                                                tmp_path: Path) -> None:
     names = tmp_path / "names.json"
     names.write_text('["not", "a map"]')
     conf_path = tmp_path / "hop.conf"
     conf_path.write_text(router_conf(profile(pki, extra=f"    uidFormat: n\n"
                                                         f"    uidNameMappingFile: {names}\n")))
-    done = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert f"sslProfile 'tls': uidNameMappingFile {names}: expected a JSON map" in done.stderr
 
@@ -193,7 +194,7 @@ def test_routers_connect_over_tls_checking_the_name(start_router: StartRouter,
     ("password-env", "sslProfile 'tls': password: environment variable HOP_NO_SUCH_VAR is "
                      "not set"),
 ])
-def test_an_unusable_profile_stops_the_start_naming_the_file(
+def test_an_unusable_profile_stops_a_start_told_to_stop_naming_the_file(
         tmp_path: Path, pki: Pki, problem: str, says: str) -> None:
     missing = tmp_path / "nowhere.pem"
     encrypted = pki.server_key_encrypted
@@ -207,19 +208,19 @@ def test_an_unusable_profile_stops_the_start_naming_the_file(
     conf_path = tmp_path / "hop.conf"
     conf_path.write_text(router_conf(texts[problem], listener=tls_listener().replace(
         "port: 0", f"port: {port}")))
-    done = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
-                          timeout=30)
+    done = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
+                          capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     expected = says.format(missing=missing, cert=pki.server_cert, key=encrypted)
     assert expected in done.stdout + done.stderr
     assert "Listening on" not in done.stdout + done.stderr
 
 
-def test_tls_errors_log_leaves_out_what_names_a_profile_that_does_not_load(
+def test_a_profile_that_does_not_load_is_logged_and_what_names_it_refuses(
         tmp_path: Path, pki: Pki) -> None:
-    """By default a profile OpenSSL refuses stops the start; ``--tls-errors
-    log`` logs it and starts, as qdrouterd does: the listener naming it
-    listens and closes every connection."""
+    """By default, as qdrouterd, a profile OpenSSL refuses is logged and
+    the router starts: the listener naming it listens and closes every
+    connection. ``--tls-errors stop`` stops the start instead."""
     good, bad = free_port(), free_port()
     listeners = (tls_listener().replace("port: 0", f"port: {good}")
                  + tls_listener().replace("port: 0", f"port: {bad}").replace(
@@ -232,13 +233,14 @@ def test_tls_errors_log_leaves_out_what_names_a_profile_that_does_not_load(
         profile(pki) + profile(pki, "old", extra="    protocols: SSLv23\n")
         + profile(pki, "noca").replace(str(pki.ca), str(tmp_path / "no-ca.pem")) + connector,
         listener=listeners))
-    stopped = subprocess.run(hopd_command("-c", str(conf_path)), capture_output=True, text=True,
-                             timeout=30)
+    stopped = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
+                             capture_output=True, text=True, timeout=30)
     assert stopped.returncode == 2
     assert "sslProfile 'old': OpenSSL refuses protocols 'SSLv23'" in stopped.stderr
+    assert "Listening on" not in stopped.stdout + stopped.stderr
     log_path = tmp_path / "hop.log"
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(hopd_command("-c", str(conf_path), "--tls-errors", "log"),
+        proc = subprocess.Popen(hopd_command("-c", str(conf_path)),
                                 stdout=log_file, stderr=subprocess.STDOUT)
     hop = Hop(proc, conf_path, log_path, [good])
     try:
