@@ -10,11 +10,14 @@ just logs through ``logging.getLogger(__name__)``.
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
+import socket
 import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Final, TextIO
 
 import attrs
 
@@ -147,9 +150,93 @@ class _ModuleFilter(logging.Filter):
         return record.levelno in self.masks.get(module, self.masks["DEFAULT"])
 
 
+#: ``outputFile: syslog`` sends each record to the system log's socket, as
+#: syslog(3) does; this variable names another socket (a container's, a test's).
+SYSLOG_SOCKET_ENV = "HOP_SYSLOG_SOCKET"
+SYSLOG_SOCKET = "/dev/log"
+#: A record longer than this is cut there (a datagram has a size limit, and
+#: rsyslog's default for a message is 8 KiB).
+SYSLOG_MAX_BYTES = 8192
+
+
+def _program() -> str:
+    """The name the system log shows, as syslog(3) takes it: the program's."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "hopd" if not name or name.endswith(".py") or name == "-c" else name
+
+
+_SYSLOG_PRIORITIES: Final = {"TRACE": "debug", "DEBUG": "debug", "INFO": "info",
+                              "NOTICE": "notice", "WARNING": "warning", "ERROR": "err",
+                              "CRITICAL": "crit"}
+
+
+class SyslogHandler(logging.handlers.SysLogHandler):
+    """``outputFile: syslog``: facility ``daemon``, as qdrouterd's; each level
+    at its syslog priority (trace, which syslog lacks, as debug); no
+    timestamp (the system log stamps each message itself).
+
+    As syslog(3), a system log that is not there yet (or goes away) is
+    tried again with each record, and the records meant for it meanwhile
+    are dropped; this says so once on stderr each time, not a traceback a
+    record, and once more when it is back."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address=address, facility=logging.handlers.SysLogHandler.LOG_DAEMON)
+        self.ident = f"{_program()}: "
+        self.append_nul = False  # syslog(3) sends none
+        self._down = False
+        self._failed = False
+        problem = _unreachable(address)  # the base class keeps no reason
+        if problem is not None:
+            self._went_down(problem)
+
+    def mapPriority(self, levelName: str) -> str:
+        return _SYSLOG_PRIORITIES.get(levelName, "warning")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        raw = text.encode("utf-8")
+        if len(raw) > SYSLOG_MAX_BYTES:
+            text = raw[:SYSLOG_MAX_BYTES].decode("utf-8", "ignore") + " [cut]"
+        return text
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)
+        if self._down and not self._failed:
+            self._down = False
+            sys.stderr.write(f"hopd: the system log at {self.address} is back\n")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed = True
+        if not self._down:
+            self._went_down(sys.exc_info()[1])
+
+    def _went_down(self, exc: BaseException | None) -> None:
+        self._down = True
+        why = getattr(exc, "strerror", None) or exc
+        sys.stderr.write(f"hopd: cannot reach the system log at {self.address}: {why}; "
+                         "the records meant for it are dropped until it is back\n")
+
+
+def _unreachable(address: str) -> OSError | None:
+    """Why nothing listens on the Unix socket ``address`` (None: something does)."""
+    problem: OSError | None = None
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        with socket.socket(socket.AF_UNIX, kind) as probe:
+            try:
+                probe.connect(address)
+                return None
+            except OSError as exc:
+                problem = problem or exc
+    return problem
+
+
 def _open(output: str) -> logging.Handler:
     if output == "stderr":
         return logging.StreamHandler(sys.stderr)
+    if output == "syslog":
+        return SyslogHandler(os.environ.get(SYSLOG_SOCKET_ENV) or SYSLOG_SOCKET)
     if output == "stdout":
         stream: TextIO = sys.stdout
         return logging.StreamHandler(stream)
@@ -256,7 +343,9 @@ def configure(specs: Iterable[LogSpec]) -> None:
         )
     groups: dict[tuple[str, bool, bool], dict[str, frozenset[int]]] = {}
     for module, eff in effective.items():
-        groups.setdefault((eff.output, eff.timestamp, eff.source), {})[module] = eff.levels
+        # The system log stamps each message: no timestamp of our own, as qdrouterd.
+        timestamp = eff.timestamp and eff.output != "syslog"
+        groups.setdefault((eff.output, timestamp, eff.source), {})[module] = eff.levels
     handlers: list[logging.Handler] = []
     for (output, timestamp, source), masks in groups.items():
         full = {m: masks.get(m, frozenset()) for m in MODULES}

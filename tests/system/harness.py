@@ -83,14 +83,15 @@ def hopd_command(*args: str) -> list[str]:
 
 
 def start(directory: Path, conf_text: str, name: str = "hop", listeners: int = 1,
-          max_files: int | None = None, args: tuple[str, ...] = ()) -> Hop:
+          max_files: int | None = None, args: tuple[str, ...] = (),
+          env: dict[str, str] | None = None) -> Hop:
     """Write ``conf_text`` and start ``hopd`` on it; wait until it listens.
     ``max_files`` sets the router's limit of open file descriptors; ``args``
-    are further hopd options."""
+    are further hopd options, ``env`` further environment variables."""
     conf_path = directory / f"{name}.conf"
     conf_path.write_text(conf_text)
     log_path = directory / f"{name}.log"
-    env = dict(os.environ, HOP_RAISE_INTERNAL_ERRORS="1")
+    env = dict(os.environ, HOP_RAISE_INTERNAL_ERRORS="1", **(env or {}))
     with log_path.open("wb") as log_file:
         limit = None if max_files is None else functools.partial(
             resource.setrlimit, resource.RLIMIT_NOFILE, (max_files, max_files))

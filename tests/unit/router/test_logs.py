@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,37 @@ def test_every_logger_is_named_after_its_module() -> None:
             text = path.read_text()
             literal = re.search(r'getLogger\("([\w.]+)"\)', text)
             assert literal is None, f"{path.relative_to(root)}: getLogger({literal.group(1)!r})"
+
+
+def test_the_system_log_gets_each_level_at_its_priority_as_daemon(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from router.logs import SYSLOG_MAX_BYTES, SyslogHandler
+
+    # Named as syslog(3) names it: the program's name, whatever it was started as.
+    monkeypatch.setattr(sys, "argv", ["/usr/sbin/qdrouterd", "-c", "x.conf"])
+    assert SyslogHandler(str(tmp_path / "none")).ident == "qdrouterd: "
+    monkeypatch.setattr(sys, "argv", ["/usr/sbin/hopd"])
+    address = str(tmp_path / "log")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as syslog:
+        syslog.bind(address)
+        syslog.settimeout(5)
+        handler = SyslogHandler(address)
+        handler.setFormatter(logs.QdFormatter(timestamp=False, source=False))
+        try:
+            got = []
+            for level in logs.LEVELS.values():
+                record = logging.LogRecord("router.core", level, __file__, 1, "m", None, None)
+                handler.emit(record)
+                got.append(syslog.recv(65536).split(b":", 1)[0])
+            # daemon (3 * 8) plus debug 7, debug, info 6, notice 5, warning 4, err 3, crit 2
+            assert got == [f"<{24 + p}>hopd".encode() for p in (7, 7, 6, 5, 4, 3, 2)]
+            long = logging.LogRecord("router.core", logging.INFO, __file__, 1, "é" * 9000,
+                                     None, None)
+            handler.emit(long)
+            text = syslog.recv(65536).decode()
+            assert text.endswith(" [cut]")
+            assert len(text.removeprefix("<30>hopd: ").encode()) <= SYSLOG_MAX_BYTES + 6
+        finally:
+            handler.close()
