@@ -137,7 +137,9 @@ class LogSection(Section):
         metadata=setting(
             "outputFile",
             StringType("string: stderr, stdout, syslog or a path"),
-            "where lines go (files are appended to)",
+            "where lines go (files are appended to); syslog is the system log (facility "
+            "daemon, without the router's timestamp; HOP_SYSLOG_SOCKET names a socket "
+            "other than /dev/log)",
             aliases=("output",),
             default_doc=f"inherited from DEFAULT ({DEFAULT_LOG_OUTPUT})",
         ),
