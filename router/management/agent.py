@@ -383,6 +383,11 @@ class Agent:
             raise ManagementError(400, "Cannot set attribute 'identity' in CREATE")
         creatable = {a.name for a in entity_type.attributes if a.create}
         known = set(SCHEMA.attribute_names(entity_type))
+        # A null value is no value (qdmanage sends ``NAME`` without ``=VALUE``
+        # as null, and an empty argument, from a trailing space, as the
+        # attribute '' set to null); an unknown name is refused all the same.
+        attributes = {key: value for key, value in attributes.items()
+                      if value is not None or (key and key not in known)}
         for key in attributes:
             if key not in creatable and not self._alias(entity_type, key):
                 if key in known:

@@ -112,6 +112,19 @@ def test_create_validates_attributes_against_the_schema() -> None:
         assert (refused.status, refused.description) == (400, description)
 
 
+def test_an_attribute_given_as_null_is_not_given() -> None:
+    """qdmanage sends ``NAME`` without ``=VALUE`` as null, and an empty
+    argument as the attribute '' set to null; an unknown name stays refused."""
+    a = agent()
+    created = call(a, {"prefix": "n", "distribution": None, "": None}, operation="CREATE",
+                   type=ADDRESS, name="n")
+    assert (created.status, created.body["distribution"]) == (201, "balanced")  # type: ignore[index]
+    refused = call(a, {"prefix": "m", "colour": None}, operation="CREATE", type=ADDRESS,
+                   name="m")
+    assert (refused.status, refused.description) == (
+        400, f"Unknown attribute 'colour' for type '{ADDRESS}'")
+
+
 def test_wrong_property_types_are_refused() -> None:
     a = agent()
     assert call(a, operation=5).description == \
