@@ -6,6 +6,16 @@ Pure: imports only the standard library and attrs.
 
 from addressing.containers import RouteContainer, serves
 from addressing.errors import AddressError
+from addressing.exchanges import (
+    Binding,
+    BindingKeys,
+    BindingSpec,
+    Exchange,
+    ExchangeSpec,
+    ExchangeTable,
+    MatchMethod,
+    NextHop,
+)
 from addressing.forwarding import Consumer, choose_balanced, choose_closest
 from addressing.keys import (
     AddressClass,
@@ -29,9 +39,17 @@ __all__ = [
     "AddressError",
     "AddressSpec",
     "AddressTable",
+    "Binding",
+    "BindingKeys",
+    "BindingSpec",
     "Consumer",
     "Direction",
     "Distribution",
+    "Exchange",
+    "ExchangeSpec",
+    "ExchangeTable",
+    "MatchMethod",
+    "NextHop",
     "PatternTable",
     "Role",
     "RouteContainer",

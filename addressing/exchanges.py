@@ -31,6 +31,7 @@ from typing import Generic, TypeVar
 import attrs
 
 from addressing.errors import AddressError
+from addressing.spec import MAX_PHASE
 
 V = TypeVar("V")
 
@@ -184,3 +185,218 @@ class BindingKeys(Generic[V]):
             # '#' takes none of the tokens left, or one more each time.
             for rest in range(at, len(tokens) + 1):
                 self._search(glob, tokens, rest, found)
+
+
+def _check_phase(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if not 0 <= value <= MAX_PHASE:
+        raise AddressError(f"{attribute.name}: phase must be between 0 and {MAX_PHASE}, "
+                           f"got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class ExchangeSpec:
+    """What an ``exchange`` section or CREATE says (docs/routing.md#exchanges)."""
+
+    name: str
+    address: str
+    phase: int = attrs.field(default=0, validator=_check_phase)
+    alternate_address: str | None = None
+    alternate_phase: int = attrs.field(default=0, validator=_check_phase)
+    match_method: MatchMethod = MatchMethod.AMQP
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            raise AddressError("an exchange needs a name")
+        if not self.address:
+            raise AddressError(f"exchange {self.name!r}: address is mandatory")
+
+
+@attrs.frozen(kw_only=True)
+class BindingSpec:
+    """What a ``binding`` section or CREATE says: the exchange it belongs to,
+    the key (None: every subject) and the next hop."""
+
+    name: str | None = None
+    exchange_name: str
+    binding_key: str | None = None
+    next_hop_address: str
+    next_hop_phase: int = attrs.field(default=0, validator=_check_phase)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.next_hop_address:
+            raise AddressError("a binding needs a nextHopAddress")
+
+
+@attrs.frozen
+class NextHop:
+    """Where an exchange sends a copy: an address at a phase."""
+
+    address: str
+    phase: int = 0
+
+
+@attrs.define(eq=False)
+class Binding:
+    """One binding of an exchange, and the messages whose subject matched it."""
+
+    spec: BindingSpec
+    identity: str
+    hop: NextHop
+    tokens: tuple[str, ...]
+    matched: int = 0
+
+
+@attrs.define(eq=False)
+class Exchange:
+    """One exchange: its bindings by key and what it did with its messages.
+
+    ``received`` counts every message the exchange took; each is then
+    ``forwarded`` (to at least one next hop, ``diverted`` among them when only
+    the alternate took it) or ``dropped`` (nowhere took it).
+    """
+
+    spec: ExchangeSpec
+    identity: str
+    keys: BindingKeys[Binding]
+    bindings: list[Binding] = attrs.Factory(list)
+    received: int = 0
+    forwarded: int = 0
+    diverted: int = 0
+    dropped: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def hop(self) -> NextHop:
+        """The exchange's own address and phase (what it receives on)."""
+        return NextHop(self.spec.address, self.spec.phase)
+
+    @property
+    def alternate(self) -> NextHop | None:
+        spec = self.spec
+        if spec.alternate_address is None:
+            return None
+        return NextHop(spec.alternate_address, spec.alternate_phase)
+
+    @property
+    def serves(self) -> bool:
+        """Whether a message can go anywhere from here: the exchange has a
+        binding or an alternate (else its address has no destination in it)."""
+        return bool(self.bindings) or self.spec.alternate_address is not None
+
+    def next_hops(self, subject: str | None) -> list[NextHop]:
+        """The next hops of a message with ``subject``, each once, in the order
+        their bindings were made; every binding that matches counts it."""
+        hops: list[NextHop] = []
+        for binding in self.keys.match(subject):
+            binding.matched += 1
+            if binding.hop not in hops:
+                hops.append(binding.hop)
+        return hops
+
+
+class ExchangeTable:
+    """The exchanges of one router by name, with the rules qdrouterd's agent
+    applies to them: names and addresses (at a phase) are unique, a binding
+    names an exchange that exists, and one exchange has no two bindings of the
+    same key and next hop.  Hop adds one rule: a binding may not make the
+    router's exchanges send a message round in a circle (qdrouterd would
+    forward it for ever).  An address has one exchange at most, whatever its
+    phase, as in qdrouterd.  Pure: the router binds the exchanges' addresses."""
+
+    def __init__(self) -> None:
+        self.exchanges: dict[str, Exchange] = {}
+
+    def __iter__(self) -> Iterator[Exchange]:
+        return iter(list(self.exchanges.values()))
+
+    def bindings(self) -> Iterator[Binding]:
+        for exchange in list(self.exchanges.values()):
+            yield from exchange.bindings
+
+    def add_exchange(self, spec: ExchangeSpec, identity: str) -> Exchange:
+        """Make an exchange.
+
+        Raises:
+            AddressError: its name or its address is taken, or its
+                alternate would lead a message back to it.
+        """
+        if spec.name in self.exchanges:
+            raise AddressError(f"duplicate exchange name {spec.name!r}")
+        for other in self.exchanges.values():
+            if other.spec.address == spec.address:
+                raise AddressError(f"duplicate exchange address {spec.address!r}: exchange "
+                                   f"{other.name!r} has it (at phase {other.spec.phase})")
+        exchange = Exchange(spec=spec, identity=identity, keys=BindingKeys(spec.match_method))
+        alternate = exchange.alternate
+        if alternate is not None:
+            self._refuse_circle(exchange, alternate, "its alternate")
+        self.exchanges[spec.name] = exchange
+        return exchange
+
+    def remove_exchange(self, exchange: Exchange) -> None:
+        """Take an exchange out, with its bindings."""
+        if self.exchanges.get(exchange.name) is exchange:
+            del self.exchanges[exchange.name]
+
+    def add_binding(self, spec: BindingSpec, identity: str) -> tuple[Exchange, Binding]:
+        """Bind a key of an exchange to a next hop.
+
+        Raises:
+            AddressError: no such exchange, a name its exchange has already,
+                the same key and next hop bound already, a key the exchange's
+                method refuses, or a next hop that leads a message back.
+        """
+        exchange = self.exchanges.get(spec.exchange_name)
+        if exchange is None:
+            raise AddressError(f"no exchange named {spec.exchange_name!r}")
+        hop = NextHop(spec.next_hop_address, spec.next_hop_phase)
+        tokens = key_tokens(exchange.spec.match_method,
+                            MATCH_EVERYTHING if spec.binding_key is None else spec.binding_key)
+        for other in exchange.bindings:
+            if spec.name is not None and other.spec.name == spec.name:
+                raise AddressError(f"exchange {exchange.name!r} has a binding named "
+                                   f"{spec.name!r} already")
+            if other.tokens == tokens and other.hop == hop:
+                raise AddressError(
+                    f"exchange {exchange.name!r} binds key {spec.binding_key or '#'!r} to "
+                    f"{hop.address!r} (phase {hop.phase}) already")
+        self._refuse_circle(exchange, hop, "the binding")
+        binding = Binding(spec=spec, identity=identity, hop=hop, tokens=tokens)
+        exchange.keys.add(spec.binding_key, binding)
+        exchange.bindings.append(binding)
+        return exchange, binding
+
+    def remove_binding(self, binding: Binding) -> Exchange | None:
+        """Take a binding out; the exchange it was in, if it still exists."""
+        exchange = self.exchanges.get(binding.spec.exchange_name)
+        if exchange is None or binding not in exchange.bindings:
+            return None
+        exchange.bindings.remove(binding)
+        exchange.keys.remove(binding.spec.binding_key, binding)
+        return exchange
+
+    def _refuse_circle(self, exchange: Exchange, hop: NextHop, what: str) -> None:
+        """Refuse a next hop of ``exchange`` from which the exchanges of this
+        table can send a message back to ``exchange``."""
+        by_hop = {other.hop: other for other in self.exchanges.values()}
+        by_hop[exchange.hop] = exchange
+        seen: set[NextHop] = set()
+        todo = [hop]
+        while todo:
+            at = todo.pop()
+            if at == exchange.hop:
+                raise AddressError(
+                    f"{what} of exchange {exchange.name!r} would send its messages back to "
+                    f"{exchange.spec.address!r} (phase {exchange.spec.phase}) for ever")
+            if at in seen:
+                continue
+            seen.add(at)
+            other = by_hop.get(at)
+            if other is None:
+                continue
+            todo.extend(b.hop for b in other.bindings)
+            if other.alternate is not None:
+                todo.append(other.alternate)

@@ -17,11 +17,18 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import attrs
 
-from addressing import AddressError, AddressSpec, AddressTable
+from addressing import (
+    AddressError,
+    AddressSpec,
+    AddressTable,
+    BindingSpec,
+    ExchangeSpec,
+    ExchangeTable,
+)
 from autolink import AutoLinkError, AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection, Role
 from conf.diagnostics import FILE_POSITION, DiagnosticSink, Position
@@ -327,6 +334,59 @@ def _distinct(items: list[_Typed], specs: tuple[AddressSpec, ...],
     return tuple(kept)
 
 
+#: The attribute each of the exchange table's refusals is about, by the
+#: start of its message (``addressing.ExchangeTable``), so that the error
+#: points at it.
+_EXCHANGE_BLAME: Final = (
+    ("duplicate exchange name", "name"), ("duplicate exchange address", "address"),
+    ("its alternate", "alternateAddress"), ("binding key", "bindingKey"),
+    ("the binding", "nextHopAddress"),
+)
+
+
+def _exchange_error(item: _Typed, section: str, error: AddressError,
+                    sink: DiagnosticSink) -> None:
+    text = str(error)
+    if " binds key " in text:
+        blamed = "bindingKey"
+    elif " has a binding named " in text:
+        blamed = "name"
+    else:
+        blamed = next((name for start, name in _EXCHANGE_BLAME if text.startswith(start)), "")
+    sink.error(item.at(blamed), f"invalid {section!r} section: {text}")
+
+
+def _exchanges(exchange_items: list[_Typed], binding_items: list[_Typed],
+               sink: DiagnosticSink) -> tuple[tuple[ExchangeSpec, ...], tuple[BindingSpec, ...]]:
+    """The exchanges and bindings, checked together as the router will make
+    them (docs/routing.md#exchanges): a duplicate address, a binding of a
+    key and next hop given twice, a key the exchange's method refuses or a
+    circle of exchanges is an error at its section."""
+    table = ExchangeTable()
+    exchanges: list[ExchangeSpec] = []
+    for n, item in enumerate(exchange_items):
+        assert isinstance(item.section, ExchangeSection)
+        try:
+            spec = item.section.to_spec()
+            table.add_exchange(spec, str(n))
+        except AddressError as error:
+            _exchange_error(item, "exchange", error, sink)
+        else:
+            exchanges.append(spec)
+    bindings: list[BindingSpec] = []
+    for n, item in enumerate(binding_items):
+        assert isinstance(item.section, BindingSection)
+        try:
+            binding = item.section.to_spec()
+            if binding.exchange_name in table.exchanges:  # else named by the reference check
+                table.add_binding(binding, str(n))
+        except AddressError as error:
+            _exchange_error(item, "binding", error, sink)
+        else:
+            bindings.append(binding)
+    return tuple(exchanges), tuple(bindings)
+
+
 def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterConf | None:
     """Type and check ``raw_sections``, recording every problem in ``sink``.
 
@@ -365,6 +425,7 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
                           sink)
     link_routes = _specs(typed["linkRoute"], "linkRoute", LinkRouteSection, LinkRouteSpec, sink)
     auto_links = _specs(typed["autoLink"], "autoLink", AutoLinkSection, AutoLinkSpec, sink)
+    exchanges, bindings = _exchanges(typed["exchange"], typed["binding"], sink)
     if len(sink):
         return None
     routers_ = _sections(typed["router"], RouterSection)
@@ -381,8 +442,8 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         policy=policies[0] if policies else PolicySection(),
         vhosts=_sections(typed["vhost"], VhostSection),
         auth_service_plugins=_sections(typed["authServicePlugin"], AuthServicePluginSection),
-        exchanges=_sections(typed["exchange"], ExchangeSection),
-        bindings=_sections(typed["binding"], BindingSection),
+        exchanges=exchanges,
+        bindings=bindings,
         consoles=_sections(typed["console"], ConsoleSection),
         discovery=next(iter(_sections(typed["discovery"], DiscoverySection)), None),
     )

@@ -253,8 +253,8 @@ class ListenerSection(Section, _ConnectionHelpers):
         metadata=setting(
             "saslPlugin",
             StringType(),
-            "name of an authServicePlugin section",
-            ignored="delegated authentication is not implemented",
+            "name of an authServicePlugin section: SASL is relayed to its service, and "
+            "every client must authenticate",
         ),
     )
     require_encryption: bool = attrs.field(

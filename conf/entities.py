@@ -97,7 +97,16 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         conf_name="authServicePlugin",
         cls=AuthServicePluginSection,
         summary="A remote AMQP service to which SASL authentication is delegated.",
-        ignored="delegated authentication is not implemented",
+        details=(
+            "A listener naming it (saslPlugin) relays each client's SASL to the service: "
+            "the client is offered the service's mechanisms (those the listener's "
+            "saslMechanisms allow, and those that send passwords in clear only over TLS or "
+            "with allowInsecureMechanisms), and is authenticated as the service's OPEN says "
+            "(authenticated-identity), with the permissions of its address-authz property: "
+            "the addresses it may send to and receive from, besides any vhost policy. A "
+            "service that cannot be reached, or does not answer within 15 seconds, fails "
+            "the client's authentication.",
+        ),
     ),
     EntityType(
         conf_name="address",
@@ -157,14 +166,31 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
     EntityType(
         conf_name="exchange",
         cls=ExchangeSection,
-        summary="An exchange (experimental in qdrouterd): messages are routed by subject.",
-        ignored="exchanges are not implemented",
+        summary="An exchange (experimental in qdrouterd): messages sent to its address are "
+        "forwarded by their subject, a copy to the next hop of each binding whose key "
+        "matches.",
+        details=(
+            "A message goes once to each distinct next hop (address and phase) of the "
+            "bindings whose keys match its subject; when none does, to the alternate address "
+            "if there is one; when nowhere takes it, it is dropped (released when unsettled). "
+            "Copies are pre-settled: an unsettled message that went anywhere is accepted by "
+            "the router. The exchange's address has a destination, and is advertised to "
+            "other routers, while the exchange has a binding or an alternate. No name may be "
+            "missing and no two exchanges may share an address, at any phase.",
+        ),
     ),
     EntityType(
         conf_name="binding",
         cls=BindingSection,
         summary="A binding of an exchange: subjects matching the key go to the next hop.",
-        ignored="exchanges are not implemented",
+        details=(
+            "With matchMethod amqp a key's tokens are separated by '.', '*' matches one token "
+            "and '#' any number; with mqtt by '/', '+' matches one token and '#', only as the "
+            "last token, any number. A binding without a key matches every subject, and a "
+            "message without a subject matches no binding. An exchange may not bind one key "
+            "to one next hop twice, nor a next hop that leads its messages back to it through "
+            "the router's exchanges.",
+        ),
     ),
     EntityType(
         conf_name="log",

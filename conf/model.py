@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import attrs
 
-from addressing import AddressSpec
+from addressing import AddressSpec, BindingSpec, ExchangeSpec
 from autolink import AutoLinkSpec
 from conf.connections import ConnectorSection, ListenerSection
 from conf.logs import LogSection
-from conf.routing import BindingSection, ExchangeSection
 from conf.sections import (
     AuthServicePluginSection,
     ConsoleSection,
@@ -42,8 +41,8 @@ class RouterConf:
     policy: PolicySection = attrs.field(factory=PolicySection)
     vhosts: tuple[VhostSection, ...] = ()
     auth_service_plugins: tuple[AuthServicePluginSection, ...] = ()
-    exchanges: tuple[ExchangeSection, ...] = ()
-    bindings: tuple[BindingSection, ...] = ()
+    exchanges: tuple[ExchangeSpec, ...] = ()
+    bindings: tuple[BindingSpec, ...] = ()
     #: Deprecated ``console`` sections: kept so the file renders back, not applied.
     consoles: tuple[ConsoleSection, ...] = ()
     #: The peer group this router joins (``discovery``), if any.

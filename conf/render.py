@@ -16,7 +16,13 @@ from conf.entities import ENTITY_TYPES, EntityType
 from conf.fields import SchemaField, Section, schema_fields
 from conf.model import RouterConf
 from conf.names import ONE_WORD_KEYS
-from conf.routing import AddressSection, AutoLinkSection, LinkRouteSection
+from conf.routing import (
+    AddressSection,
+    AutoLinkSection,
+    BindingSection,
+    ExchangeSection,
+    LinkRouteSection,
+)
 from conf.sections import PolicySection
 
 __all__ = ["format_value", "render", "render_section"]
@@ -63,8 +69,8 @@ def _sections_by_type(conf: RouterConf) -> dict[str, Sequence[Section]]:
         "address": [AddressSection.from_spec(spec) for spec in conf.addresses],
         "linkRoute": [LinkRouteSection.from_spec(spec) for spec in conf.link_routes],
         "autoLink": [AutoLinkSection.from_spec(spec) for spec in conf.auto_links],
-        "exchange": conf.exchanges,
-        "binding": conf.bindings,
+        "exchange": [ExchangeSection.from_spec(spec) for spec in conf.exchanges],
+        "binding": [BindingSection.from_spec(spec) for spec in conf.bindings],
         "log": conf.logs,
         "policy": [conf.policy] if conf.policy != PolicySection() else [],
         "vhost": conf.vhosts,

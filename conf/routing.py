@@ -1,12 +1,12 @@
 """The routing sections: address, linkRoute, autoLink, exchange, binding.
 
 What they do: docs/routing.md#addresses, docs/brokers.md#link-routes,
-docs/brokers.md#waypoints-and-auto-links; exchanges are accepted and ignored
-(docs/compatibility.md#not-implemented-yet).
+docs/brokers.md#waypoints-and-auto-links; docs/routing.md#exchanges.
 
 Owns the attributes of these sections and their conversion to and from the
-domain specs (``AddressSpec``, ``LinkRouteSpec``, ``AutoLinkSpec``).  The
-semantic rules (prefix xor pattern, phases, connection xor containerId) are
+domain specs (``AddressSpec``, ``LinkRouteSpec``, ``AutoLinkSpec``,
+``ExchangeSpec``, ``BindingSpec``).  The semantic rules (prefix xor
+pattern, phases, connection xor containerId) are
 the specs' own: this module must not repeat them, only carry their errors.
 """
 
@@ -17,7 +17,16 @@ from typing import Any
 
 import attrs
 
-from addressing import MAX_PHASE, MAX_PRIORITY, AddressSpec, Direction, Distribution
+from addressing import (
+    MAX_PHASE,
+    MAX_PRIORITY,
+    AddressSpec,
+    BindingSpec,
+    Direction,
+    Distribution,
+    ExchangeSpec,
+    MatchMethod,
+)
 from autolink import AutoLinkSpec
 from conf.fields import Section, setting
 from conf.types import INT32_MAX, BooleanType, EnumType, IntegerType, StringType
@@ -38,13 +47,6 @@ class LinkDistribution(enum.Enum):
     """The only distribution a link route has."""
 
     LINK_BALANCED = "linkBalanced"
-
-
-class MatchMethod(enum.Enum):
-    """How an exchange matches binding keys against a message subject."""
-
-    AMQP = "amqp"
-    MQTT = "mqtt"
 
 
 _NAME = setting("name", StringType(), "unique name of the section")
@@ -234,7 +236,7 @@ class AutoLinkSection(Section):
 
 @attrs.frozen(kw_only=True)
 class ExchangeSection(Section):
-    """An ``exchange`` (experimental in qdrouterd; docs/compatibility.md#not-implemented-yet)."""
+    """An ``exchange`` (experimental in qdrouterd; docs/routing.md#exchanges)."""
 
     name: str | None = attrs.field(
         default=None, metadata=setting("name", StringType(), "name bindings refer to")
@@ -260,10 +262,25 @@ class ExchangeSection(Section):
         ),
     )
 
+    def to_spec(self) -> ExchangeSpec:
+        """The domain spec.
+
+        Raises:
+            AddressError: when the section is semantically wrong (no name).
+        """
+        values = _field_values(self)
+        values["name"] = self.name or ""
+        return ExchangeSpec(**values)
+
+    @classmethod
+    def from_spec(cls, spec: ExchangeSpec) -> ExchangeSection:
+        """The section that configures ``spec``."""
+        return cls(**attrs.asdict(spec, recurse=False))
+
 
 @attrs.frozen(kw_only=True)
 class BindingSection(Section):
-    """A ``binding`` of an exchange (docs/compatibility.md#not-implemented-yet)."""
+    """A ``binding`` of an exchange (docs/routing.md#exchanges)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     exchange_name: str = attrs.field(
@@ -284,3 +301,16 @@ class BindingSection(Section):
     next_hop_phase: int = attrs.field(
         default=0, metadata=setting("nextHopPhase", _PHASE, "phase of the next hop")
     )
+
+    def to_spec(self) -> BindingSpec:
+        """The domain spec.
+
+        Raises:
+            AddressError: when the section is semantically wrong.
+        """
+        return BindingSpec(**_field_values(self))
+
+    @classmethod
+    def from_spec(cls, spec: BindingSpec) -> BindingSection:
+        """The section that configures ``spec``."""
+        return cls(**attrs.asdict(spec, recurse=False))

@@ -14,7 +14,7 @@ import attrs
 
 from addressing import Distribution
 from conf.document import JsonValue
-from conf.fields import Section, setting
+from conf.fields import Problem, Section, setting
 from conf.groups import GROUPS_TYPE, UserGroupSection, user_groups
 from conf.types import (
     INT32_MAX,
@@ -24,6 +24,7 @@ from conf.types import (
     IntegerType,
     PortType,
     StringType,
+    port_number,
 )
 
 __all__ = [
@@ -350,8 +351,8 @@ class SslProfileSection(Section):
 
 @attrs.frozen(kw_only=True)
 class AuthServicePluginSection(Section):
-    """An ``authServicePlugin``: SASL delegated to a remote service (accepted and
-    ignored, docs/compatibility.md#not-implemented-yet)."""
+    """An ``authServicePlugin``: SASL of the listeners naming it delegated to an
+    authentication service (docs/security.md#delegated-authentication)."""
 
     name: str | None = attrs.field(default=None, metadata=_NAME)
     host: str | None = attrs.field(
@@ -383,6 +384,29 @@ class AuthServicePluginSection(Section):
         default=None,
         metadata=setting("authService", StringType(), "deprecated host:port of the service"),
     )
+
+    def endpoint(self) -> tuple[str, int] | None:
+        """The service's host and port: ``host`` and ``port``, else the
+        deprecated ``authService``'s; None when neither says (``problems``)."""
+        if self.host:
+            return self.host, port_number(self.port)
+        if self.auth_service:
+            host, _, port = self.auth_service.rpartition(":")
+            host = host.strip("[]")
+            if host and port.isdigit() and 0 < int(port) <= 65535:
+                return host, int(port)
+            if host and port in ("amqp", "amqps"):
+                return host, port_number(port)
+        return None
+
+    def problems(self) -> list[Problem]:
+        if self.host or self.endpoint() is not None:
+            return []
+        if self.auth_service:
+            return [("authService", f"authService must be host:port, got "
+                                    f"{self.auth_service!r}")]
+        return [(None, "an authServicePlugin needs the service's host (or the deprecated "
+                       "authService, host:port)")]
 
 
 @attrs.frozen(kw_only=True)

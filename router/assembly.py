@@ -38,6 +38,7 @@ from router.adapter import (
 from router.adapter.admin.entities import build_agent
 from router.adapter.admin.node import ManagementNode
 from router.adapter.admin.stats import RouterStats
+from router.adapter.connections.authservice import AuthRelays
 from router.adapter.connections.certificates import Certificates
 from router.adapter.connections.connectors import Connectors
 from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrades
@@ -54,6 +55,7 @@ from router.adapter.endpoints.ownlinks import OwnLinks
 from router.adapter.endpoints.sessions import Sessions
 from router.adapter.endpoints.trunks import IDLE_KEPT, Trunks
 from router.adapter.events import Events
+from router.adapter.forwarding.exchanges import ExchangeForwarding
 from router.adapter.forwarding.forwarder import Forwarder
 from router.adapter.forwarding.relay import Relay
 from router.adapter.http.console import Console
@@ -104,7 +106,8 @@ def build_engine(*, core: Router, router_id: str,
                  shutdown_grace_s: float = 0.0, management: bool = True,
                  stuck_s: float | None = None, idle_streaming_links: int = IDLE_KEPT,
                  raise_internal_errors: bool = False,
-                 worker: WorkerPlan | None = None) -> Engine:
+                 worker: WorkerPlan | None = None,
+                 auth_service_plugins: Iterable[conf.AuthServicePluginSection] = ()) -> Engine:
     """Build every part of the adapter around ``core`` and wire them.
 
     Listeners are opened afterwards (``bind``), and a peer group joined
@@ -124,7 +127,9 @@ def build_engine(*, core: Router, router_id: str,
     forwarder = Forwarder(core, router_id, pending, clock, trunks)
     relay = Relay(pending, forwarder.buffer)
     departures = Departures(links, forwarder, relay)
-    transports = Transports(loop, pending, router_id, first_id=index + 1, id_step=count)
+    relays = AuthRelays(loop, pending.output, router_id, clock)
+    transports = Transports(loop, pending, router_id, first_id=index + 1, id_step=count,
+                            relays=relays)
     logs.on_change(transports, transports.trace_all)
     own = OwnLinks(core, links, departures, sessions, relay, pending, transports.by_connection,
                    clock)
@@ -145,7 +150,8 @@ def build_engine(*, core: Router, router_id: str,
     held = None if worker is None or worker.index == 0 or core.edge_mode else _inter_router
     connector_part = Connectors(loop, transports, list(connectors), held)
     group = PeerGroup(loop, connector_part)
-    certificates = Certificates(profiles, listeners, connector_part, section)
+    certificates = Certificates(profiles, listeners, connector_part, section,
+                                plugins={p.name or "": p for p in auth_service_plugins})
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
                         connectors=connector_part, certificates=certificates, policy=policy,
                         policy_section=policy_section or conf.PolicySection(),
@@ -172,10 +178,12 @@ def build_engine(*, core: Router, router_id: str,
                         apply=effects.apply)
     events = Events(transports=transports, pending=pending, forwarder=forwarder, relay=relay,
                     links=links, endpoints=endpoints, teardown=teardown, effects=effects,
-                    management=node, raise_internal_errors=raise_internal_errors)
+                    management=node,
+                    exchanges=ExchangeForwarding(core, forwarder, raise_internal_errors),
+                    raise_internal_errors=raise_internal_errors)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
-                 console, CoreTimers(core, effects.apply)):
+                 console, relays, CoreTimers(core, effects.apply)):
         loop.add_part(part)
     if node is not None and node.workers is not None:
         loop.add_part(node.workers)
@@ -316,12 +324,15 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                                         remote_ls_max_age_s=r.remote_ls_max_age_seconds,
                                         mobile_batch_s=MOBILE_BATCH_S if joined else None),
                   auto_links=cfg.auto_links, link_routes=cfg.link_routes,
+                  exchanges=cfg.exchanges, bindings=cfg.bindings,
                   allow_resumable_link_route=r.allow_resumable_link_route,
                   redelivery_limit=r.redelivery_limit)
+    plugins = {p.name or "": p for p in cfg.auth_service_plugins}
     try:
         if tls_errors_stop:
             profiles = load_profiles(cfg.ssl_profiles)
-            listeners = [listener_settings(s, profiles, cfg.router) for s in cfg.listeners]
+            listeners = [listener_settings(s, profiles, cfg.router, plugins)
+                         for s in cfg.listeners]
             connectors = [connector_settings(s, profiles) for s in cfg.connectors]
         else:
             broken: dict[str, TlsError] = {}
@@ -333,7 +344,8 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
 
             profiles = load_profiles(cfg.ssl_profiles, failed=failed)
             listeners = _refusing(cfg.listeners, "listener",
-                                  lambda s: listener_settings(s, profiles, cfg.router), broken)
+                                  lambda s: listener_settings(s, profiles, cfg.router, plugins),
+                                  broken)
             connectors = _refusing(cfg.connectors, "connector",
                                    lambda s: connector_settings(s, profiles), broken)
         if worker is not None:
@@ -349,7 +361,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
                           stuck_s=TEST_HOOKS_STUCK_S if test_hooks else None,
                           idle_streaming_links=TEST_HOOKS_IDLE_STREAMING if test_hooks
                           else IDLE_KEPT, raise_internal_errors=raise_internal_errors,
-                          worker=worker)
+                          worker=worker, auth_service_plugins=cfg.auth_service_plugins)
     # qdrouterd's first lines, which tools that read its logs look for.
     log.info("Container Name: %s", router_id)
     log.getChild("router").info("Version: %s", __version__)

@@ -58,6 +58,8 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
                "router.adapter.admin.entities.policy"),
     "PROTOCOL": ("router.adapter.connections.tracing",),
     "MESSAGE": ("router.adapter.forwarding.message_log",),
+    "AUTHSERVICE": ("router.adapter.connections.authservice",
+                    "router.adapter.connections.saslplugin"),
     "DEFAULT": ("addressing", "conf"),
 }
 MODULES = tuple(module.value for module in conf.LogModule)

@@ -5,9 +5,10 @@ to the forwarder (a producer's message, a consumer's disposition) or the
 relay (per message, on raw pointers and integer event types), a flow to
 the forwarder or relay, and the other events to the endpoints' set-up
 (``router.adapter.endpoints.lifecycle``).  After the events, one wake-up
-also serves management requests, tops up credit once, closes links that
-broke the size limit, writes every transport with output, and tears down
-connections whose transport has ended.  It decides nothing about routing
+also serves management requests, forwards what exchanges took, tops up
+credit once, closes links that broke the size limit, writes every
+transport with output, and tears down connections whose transport has
+ended.  It decides nothing about routing
 (docs/architecture.md#a-messages-walk-through-the-code).
 """
 
@@ -23,6 +24,7 @@ from router.adapter.effects import Effects
 from router.adapter.endpoints.lifecycle import EndpointEvents, Teardown
 from router.adapter.endpoints.links import Links
 from router.adapter.forwarding.accel import SETTLED, event_arrays, next_event
+from router.adapter.forwarding.exchanges import ExchangeForwarding
 from router.adapter.forwarding.forwarder import Forwarder
 from router.adapter.forwarding.outcomes import settle_with
 from router.adapter.forwarding.relay import Relay
@@ -51,6 +53,7 @@ class Events:
         effects: carries out what the routing protocol's messages made the
             core answer (``Pending.effects``).
         management: the management node, if served.
+        exchanges: forwards the messages exchanges took (docs/routing.md#exchanges).
         raise_internal_errors: an unexpected exception handling an event is
             logged and the router goes on serving; tests raise it instead.
     """
@@ -58,7 +61,7 @@ class Events:
     def __init__(self, *, transports: Transports, pending: Pending, forwarder: Forwarder,
                  relay: Relay, links: Links, endpoints: EndpointEvents, teardown: Teardown,
                  effects: Effects, management: ManagementNode | None,
-                 raise_internal_errors: bool = False) -> None:
+                 exchanges: ExchangeForwarding, raise_internal_errors: bool = False) -> None:
         self.transports = transports
         self.pending = pending
         self.forwarder = forwarder
@@ -68,6 +71,9 @@ class Events:
         self.teardown = teardown
         self.effects = effects
         self.management = management
+        self.exchanges = exchanges
+        #: What the exchanges took and have yet to forward (the core's list).
+        self.exchanged = exchanges.exchanges.pending
         self.raise_internal_errors = raise_internal_errors
         self.dirty = pending.output
         self.collector = transports.collector
@@ -91,19 +97,28 @@ class Events:
             management = self.management
             if management is not None and management.pending:
                 management.serve()
+            if self.exchanged:
+                self.exchanges.serve()
             fwd.flush_credit()
             if pending.oversized:
                 self.teardown.close_oversized()
             self.dispatch()
-            if not transports.write_all():
+            if not transports.write_all() and not self._owed():
                 return
             if transports.finished:
                 self.teardown.tear_down_finished()
             for conn in fwd.producers_to_read():
                 if not conn.closed:
                     transports.arm(conn)
-            if not self.dirty and not lib.pn_collector_peek(self.collector):
+            if not self.dirty and not lib.pn_collector_peek(self.collector) \
+                    and not self._owed():
                 return
+
+    def _owed(self) -> bool:
+        """Whether messages taken in the wake-up by the router's own consumers
+        (management, exchanges) wait to be served."""
+        management = self.management
+        return bool(self.exchanged) or (management is not None and bool(management.pending))
 
     def dispatch(self) -> None:
         """Hand every event the collector holds to its part."""

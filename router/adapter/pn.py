@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import cproton_ffi
 from cproton_ffi import ffi, lib
 from proton._data import dat2obj
 
-__all__ = ["NULL", "decoded", "ffi", "lib", "pn_bytes", "set_condition", "to_str"]
+__all__ = ["LIBRARY_PATH", "NULL", "decoded", "ffi", "lib", "pn_bytes", "set_condition",
+           "to_str"]
+
+#: The file of the binding's library, which also exports the functions it
+#: does not declare (proton's SASL plug-in interface:
+#: ``router.adapter.connections.saslplugin``).
+LIBRARY_PATH: str = cproton_ffi.__file__ or ""
 
 NULL: Any = ffi.NULL
 

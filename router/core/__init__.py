@@ -43,6 +43,7 @@ from router.core.message import (
     may_have_router_keys,
     scan,
     strip_router_annotations,
+    subject_of,
     user_id_of,
 )
 from router.core.records import (
@@ -133,6 +134,7 @@ __all__ = [
     "outcome_for_lost_copy",
     "scan",
     "strip_router_annotations",
+    "subject_of",
     "tally",
     "user_id_of",
     "waypoint_ordinal",

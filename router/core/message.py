@@ -78,6 +78,7 @@ __all__ = [
     "may_have_router_keys",
     "scan",
     "strip_router_annotations",
+    "subject_of",
     "user_id_of",
 ]
 
@@ -569,6 +570,48 @@ def user_id_of(data: Buffer, info: MessageInfo) -> bytes | None:
     except DECODE_FAULTS as exc:
         raise decode_fault(exc) from None
     return value or None
+
+
+def subject_of(data: bytes, info: MessageInfo) -> str | None:
+    """``properties.subject`` of a scanned message (part 3.2.4, its fourth
+    field; None when absent or null), as an exchange matches it.
+
+    Raises:
+        MessageFormatError: properties is not a list, or its subject is not a
+            string (a symbol is read as its text).
+    """
+    pos = info.properties
+    if pos < 0:
+        return None
+    n = len(data)
+    try:
+        _, v = section_descriptor(data, pos, n)
+        c = data[v]
+        if c == 0xC0:
+            count, p, end = data[v + 2], v + 3, v + 2 + data[v + 1]
+        elif c == 0xD0:
+            size, count = u32x2(data, v + 1)
+            p, end = v + 9, v + 5 + size
+        elif c == 0x45:
+            return None
+        else:
+            raise MessageFormatError(f"properties at offset {pos} is not a list")
+        if count < 4 or end > n:
+            if end > n:
+                raise MessageFormatError(f"properties at offset {pos} is truncated")
+            return None
+        for _field in range(3):  # message-id, user-id, to
+            p = skip(data, p, end)
+        if data[p] == 0x40:
+            return None
+        q = skip(data, p, end)
+        subject = read_string(data, p, q)
+        if subject is None:
+            raise MessageFormatError(f"properties.subject at offset {p} must be a string, "
+                                     f"got 0x{data[p]:02x}")
+    except DECODE_FAULTS as exc:
+        raise decode_fault(exc) from None
+    return subject
 
 
 def strip_router_annotations(data: Buffer, info: MessageInfo,

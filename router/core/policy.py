@@ -5,8 +5,11 @@ connection cap; with vhost policy enabled, matching a connection to a vhost
 (its OPEN hostname, else the default vhost) and its user to a user group,
 the per-vhost, per-user and per-host connection limits, the group's
 ``remoteHosts``, and on each attach the group's sender and receiver counts,
-allowed sources and targets, anonymous senders and dynamic sources.  It
-keeps the denial counters management shows.  Pure: the adapter asks and
+allowed sources and targets, anonymous senders and dynamic sources; the
+addresses an authentication service allows a user (its ``address-authz``,
+docs/security.md#delegated-authentication), on top of the group's; and the
+target of each message on an anonymous link where either restricts targets.
+It keeps the denial counters management shows.  Pure: the adapter asks and
 carries out the answer.
 """
 
@@ -24,7 +27,9 @@ from addressing.patterns import SEPARATORS, PatternTable, normalize_pattern
 
 __all__ = [
     "DEFAULT_GROUP",
+    "TARGET_DENIED",
     "UNLIMITED",
+    "AddressAuthz",
     "Denied",
     "Grant",
     "GroupSettings",
@@ -41,6 +46,8 @@ UNAUTHORIZED = "amqp:unauthorized-access"
 CONNECTION_DENIED = "connection disallowed by local policy"
 LINK_DENIED = "link disallowed by local policy"
 USER_ID_PROXY = "user_id proxy violation"
+#: The description of a message refused for its target (qdrouterd's words).
+TARGET_DENIED = "policy violation on target"
 WAYPOINT_PREFIX = "qd.waypoint"
 FALLBACK = "qd.fallback"
 WRITE_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE"})
@@ -84,6 +91,41 @@ def _host_allowed(patterns: tuple[str, ...], host: str) -> bool:
 
 
 USER_TOKEN = "${user}"
+
+
+def _group_denial(grant: Grant, group: GroupSettings, *, sender: bool, address: str | None,
+                  dynamic: bool, capabilities: Iterable[str]) -> Denied | None:
+    """What a user group's rules say of an attach (``Policy.attach``).  With
+    an authentication service's permissions, those rule the addresses
+    instead of the group's sources and targets, and allow dynamic sources
+    and anonymous senders, as in qdrouterd; the group's limits hold."""
+    by_service = grant.authz is not None
+    claimed = _claimed(capabilities) if address else ""
+    if claimed == WAYPOINT_PREFIX and not group.allow_waypoint_links:
+        return Denied(UNAUTHORIZED, LINK_DENIED, "waypoint capability not permitted")
+    if claimed == FALLBACK and not group.allow_fallback_links:
+        return Denied(UNAUTHORIZED, LINK_DENIED, "fallback capability not permitted")
+    if sender:
+        if grant.senders >= group.max_senders:
+            return Denied(RESOURCE_LIMIT, LINK_DENIED,
+                          f"{grant.senders} senders, maxSenders {group.max_senders}")
+        if not address:
+            if not group.allow_anonymous_sender and not by_service:
+                return Denied(UNAUTHORIZED, LINK_DENIED, "anonymous sender not allowed")
+        elif not by_service and not _allowed(group.targets, group.target_patterns, address,
+                                             grant.user):
+            return Denied(UNAUTHORIZED, LINK_DENIED, f"target {address!r} not allowed")
+        return None
+    if grant.receivers >= group.max_receivers:
+        return Denied(RESOURCE_LIMIT, LINK_DENIED,
+                      f"{grant.receivers} receivers, maxReceivers {group.max_receivers}")
+    if dynamic:
+        if not group.allow_dynamic_source and not by_service:
+            return Denied(UNAUTHORIZED, LINK_DENIED, "dynamic source not allowed")
+    elif not by_service and not _allowed(group.sources, group.source_patterns, address or "",
+                                         grant.user):
+        return Denied(UNAUTHORIZED, LINK_DENIED, f"source {address!r} not allowed")
+    return None
 
 
 @attrs.frozen
@@ -169,6 +211,20 @@ def _address_allowed(patterns: tuple[str, ...], address: str, user: str) -> bool
         if pattern.endswith("*") and address.startswith(pattern[:-1]):
             return True
     return False
+
+
+@attrs.frozen(kw_only=True)
+class AddressAuthz:
+    """What an authentication service allows a user it authenticated: the
+    addresses of its ``address-authz`` with ``recv`` (``sources``) and with
+    ``send`` (``targets``), each an exact address, ``prefix*`` or ``*``.  A
+    user so authorized may also attach dynamic sources and anonymous
+    senders; with vhost policy these replace the group's sources and
+    targets and its two flags, and the group's limits hold, as in
+    qdrouterd."""
+
+    sources: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -271,6 +327,14 @@ class Grant:
     receivers: int = 0
     #: The counts of the vhost it was admitted to.
     counts: VhostCounts | None = None
+    #: What an authentication service allows the user (None: none was asked).
+    authz: AddressAuthz | None = None
+
+    @property
+    def restricted(self) -> bool:
+        """Whether anything rules the connection's links: a group, or an
+        authentication service's permissions."""
+        return self.group is not None or self.authz is not None
 
     @property
     def user_id(self) -> bytes | None:
@@ -350,13 +414,16 @@ class Policy:
         return self.vhosts.get(self.default_vhost)
 
     def open(self, *, hostname: str | None, user: str | None, host: str,
-             authenticated: bool = False, forced_vhost: str | None = None) -> Grant | Denied:
+             authenticated: bool = False, forced_vhost: str | None = None,
+             authz: AddressAuthz | None = None) -> Grant | Denied:
         """A client's OPEN: its vhost, group and connection limits (with vhost
         policy enabled; else every connection is granted).  ``forced_vhost``:
-        the listener's ``policyVhost``, used instead of the OPEN's hostname."""
+        the listener's ``policyVhost``, used instead of the OPEN's hostname;
+        ``authz``: what the authentication service that authenticated the
+        user allows it (applied besides its group's rules)."""
         name = user or "anonymous"
         if not self.enabled:
-            return Grant(name, host, authenticated=authenticated)
+            return Grant(name, host, authenticated=authenticated, authz=authz)
         vhost = self._vhost(forced_vhost or hostname)
         if vhost is None:
             self.connections_denied += 1
@@ -386,7 +453,7 @@ class Policy:
         counts.connections_approved += 1
         counts.per_user[name] += 1
         counts.per_host[host] += 1
-        return Grant(name, host, vhost, authenticated, group, counts=counts)
+        return Grant(name, host, vhost, authenticated, group, counts=counts, authz=authz)
 
     def visitor(self, *, user: str, host: str, forced_vhost: str | None = None) -> Grant | None:
         """What an authenticated user of an HTTP listener (the web console)
@@ -565,34 +632,18 @@ class Policy:
         router receives on it; ``address`` its target, or its source for a
         receiver; ``capabilities`` that terminus's)."""
         group = grant.group
-        if group is None:
+        if group is None and grant.authz is None:
             return None
-        denial: Denied | None = None
-        claimed = _claimed(capabilities) if address else ""
-        if claimed == WAYPOINT_PREFIX and not group.allow_waypoint_links:
-            denial = Denied(UNAUTHORIZED, LINK_DENIED, "waypoint capability not permitted")
-        elif claimed == FALLBACK and not group.allow_fallback_links:
-            denial = Denied(UNAUTHORIZED, LINK_DENIED, "fallback capability not permitted")
-        elif sender:
-            if grant.senders >= group.max_senders:
-                denial = Denied(RESOURCE_LIMIT, LINK_DENIED,
-                                f"{grant.senders} senders, maxSenders {group.max_senders}")
-            elif not address:
-                if not group.allow_anonymous_sender:
-                    denial = Denied(UNAUTHORIZED, LINK_DENIED, "anonymous sender not allowed")
-            elif not _allowed(group.targets, group.target_patterns, address, grant.user):
-                denial = Denied(UNAUTHORIZED, LINK_DENIED, f"target {address!r} not allowed")
-        else:
-            if grant.receivers >= group.max_receivers:
-                denial = Denied(RESOURCE_LIMIT, LINK_DENIED,
-                                f"{grant.receivers} receivers, maxReceivers "
-                                f"{group.max_receivers}")
-            elif dynamic:
-                if not group.allow_dynamic_source:
-                    denial = Denied(UNAUTHORIZED, LINK_DENIED, "dynamic source not allowed")
-            elif not _allowed(group.sources, group.source_patterns, address or "",
-                              grant.user):
-                denial = Denied(UNAUTHORIZED, LINK_DENIED, f"source {address!r} not allowed")
+        denial = None if group is None else _group_denial(grant, group, sender=sender,
+                                                          address=address, dynamic=dynamic,
+                                                          capabilities=capabilities)
+        authz = grant.authz
+        if denial is None and authz is not None and address and not dynamic:
+            names = authz.targets if sender else authz.sources
+            if not _address_allowed(names, address, grant.user):
+                what = "target" if sender else "source"
+                denial = Denied(UNAUTHORIZED, LINK_DENIED,
+                                f"{what} {address!r} not allowed by the authentication service")
         if denial is not None:
             self.links_denied += 1
             counts = grant.counts
@@ -607,6 +658,27 @@ class Policy:
         else:
             grant.receivers += 1
         return None
+
+    @staticmethod
+    def restricts_targets(grant: Grant) -> bool:
+        """Whether the targets of the messages ``grant``'s anonymous senders
+        send are checked (``message_target_allowed``)."""
+        group = grant.group
+        return grant.authz is not None or (group is not None and (
+            group.targets is not None or group.target_patterns is not None))
+
+    @staticmethod
+    def message_target_allowed(grant: Grant, address: str) -> bool:
+        """Whether a message on an anonymous link of ``grant``'s connection
+        may go to ``address``: the authentication service's permissions
+        allow it, or else its group's targets (qdrouterd checks every such
+        message)."""
+        authz = grant.authz
+        if authz is not None:
+            return _address_allowed(authz.targets, address, grant.user)
+        group = grant.group
+        return group is None or _allowed(group.targets, group.target_patterns, address,
+                                         grant.user)
 
     def detached(self, grant: Grant, *, sender: bool) -> None:
         """A link admitted by ``attach`` is gone."""

@@ -11,6 +11,7 @@ into it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from addressing import Distribution, Role
@@ -251,6 +252,7 @@ class InLink:
         "starved_since",
         "stuck",
         "stuck_now",
+        "target_allowed",
         "tracked_reachable",
         "transit",
         "unsettled",
@@ -293,6 +295,9 @@ class InLink:
         # Messages with another user's user-id are refused
         # (docs/routing.md#receiving-a-message).
         self.user_id = conn.user_id
+        # An anonymous link under a policy that restricts targets: whether a
+        # message may go to an address (docs/security.md#vhosts); None: any.
+        self.target_allowed: Callable[[str], bool] | None = None
         self.blocked = record is not None and not record.may_feed(self)
         # An edge's producer: what the edge was last told of its address's
         # destinations beyond it (``router.core.edges.EdgePeer.tracked``).

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from addressing import (
     AddressTable,
+    BindingSpec,
     Direction,
     Distribution,
+    ExchangeSpec,
     Role,
     classify,
 )
@@ -44,6 +46,7 @@ from router.core.effects import (
     IncomingAccepted,
     OutgoingAccepted,
 )
+from router.core.exchanges import Exchanging
 from router.core.ids import LinkId
 from router.core.linkrouting import LinkRouting
 from router.core.network import FROM_HINT, HINTS, Network
@@ -149,6 +152,8 @@ class Router:
         redelivery_limit: the ``redeliveryLimit`` of mobile addresses whose
             ``address`` entry does not give one
             (docs/routing.md#re-forwarding-released-deliveries).
+        exchanges, bindings: the configured exchanges and their bindings
+            (docs/routing.md#exchanges), already checked together.
     """
 
     def __init__(
@@ -166,6 +171,8 @@ class Router:
         link_routes: Iterable[LinkRouteSpec] = (),
         allow_resumable_link_route: bool = True,
         redelivery_limit: int = 0,
+        exchanges: Iterable[ExchangeSpec] = (),
+        bindings: Iterable[BindingSpec] = (),
     ) -> None:
         self.router_id = router_id
         self.redelivery_limit = redelivery_limit
@@ -203,6 +210,14 @@ class Router:
                                         network=self.network, ids=self.config_ids,
                                         allow_resumable=allow_resumable_link_route,
                                         offer=self.uplink.offer_entry if self.uplink else None)
+        self.exchanges = Exchanging(
+            router_id=router_id, link_id=self._link_id, ids=self.config_ids,
+            bind=lambda address, phase: self.addresses.bind_auto_link(address, phase, False),
+            add_consumer=self.consumer_added, detach=self.link_detached)
+        for exchange in exchanges:
+            self.exchanges.add_exchange(exchange)  # nothing to tell yet: no link, no peer
+        for binding in bindings:
+            self.exchanges.add_binding(binding)
         if interior and not edge:
             self.edges = EdgeHosts(link_id=self._link_id,
                                    downlink_record=self.addresses.downlink_record,

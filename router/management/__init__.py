@@ -23,6 +23,8 @@ from router.management.schema import PREFIX, SCHEMA, Attribute, EntityType, Sche
 from router.management.sources import (
     ConfigAddresses,
     ConfigAutoLinks,
+    ConfigBindings,
+    ConfigExchanges,
     ConfigLinkRoutes,
     ConnectionLinkRoutes,
     RouterAddresses,
@@ -42,6 +44,8 @@ __all__ = [
     "Changed",
     "ConfigAddresses",
     "ConfigAutoLinks",
+    "ConfigBindings",
+    "ConfigExchanges",
     "ConfigLinkRoutes",
     "ConnectionLinkRoutes",
     "EntitySource",

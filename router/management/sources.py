@@ -35,6 +35,8 @@ from router.management.agent import Changed, ManagementError, ReadOnly, Row
 from router.management.statistics import (
     AddressStatistics,
     AutoLinkStatus,
+    BindingStatistics,
+    ExchangeStatistics,
     LinkRouteStatus,
     LinkStatistics,
     NodeStatistics,
@@ -44,6 +46,8 @@ from router.management.statistics import (
 __all__ = [
     "ConfigAddresses",
     "ConfigAutoLinks",
+    "ConfigBindings",
+    "ConfigExchanges",
     "ConfigLinkRoutes",
     "RouterAddresses",
     "RouterLinks",
@@ -637,4 +641,79 @@ class ConfigAutoLinks(ReadOnly):
         for autolink in self._router.auto_links.table:
             if autolink.identity == row["identity"]:
                 return tuple(self._router.auto_links.remove(autolink))
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+class ConfigExchanges(ReadOnly):
+    """``router.config.exchange``: the exchanges and what each did with its
+    messages; CREATE and DELETE change them at once (a DELETE takes the
+    exchange's bindings with it), with qdrouterd's refusals."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    def rows(self) -> Iterable[Row]:
+        rows = []
+        for exchange in self._router.exchanges:
+            row: Row = conf.section_attributes(conf.ExchangeSection.from_spec(exchange.spec))
+            row["identity"] = exchange.identity
+            row.update(as_row(ExchangeStatistics(
+                bindingCount=len(exchange.bindings), receivedCount=exchange.received,
+                droppedCount=exchange.dropped, forwardedCount=exchange.forwarded,
+                divertedCount=exchange.diverted)))
+            rows.append(row)
+        return rows
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        if name is None and "name" not in attributes:
+            raise ManagementError(400, "exchange requires a unique name")
+        section = section_from("exchange", name, attributes, strings_typed=True)
+        assert isinstance(section, conf.ExchangeSection)
+        try:
+            exchange, effects = self._router.exchanges.add_exchange(section.to_spec())
+        except AddressError as error:
+            raise ManagementError(400, str(error)) from None
+        row = next(r for r in self.rows() if r["identity"] == exchange.identity)
+        return Changed(row=row, effects=tuple(effects))
+
+    def delete(self, row: Row) -> tuple[Effect, ...]:
+        for exchange in self._router.exchanges:
+            if exchange.identity == row["identity"]:
+                return tuple(self._router.exchanges.remove_exchange(exchange))
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+class ConfigBindings(ReadOnly):
+    """``router.config.binding``: the bindings of every exchange and the
+    messages each matched; CREATE and DELETE change them at once."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    def rows(self) -> Iterable[Row]:
+        rows = []
+        for binding in self._router.exchanges.bindings():
+            row: Row = conf.section_attributes(conf.BindingSection.from_spec(binding.spec))
+            row["identity"] = binding.identity
+            row["name"] = binding.spec.name or f"binding/{binding.identity}"
+            if row.get("bindingKey") is None:
+                row["bindingKey"] = "#"  # what it matches, as qdrouterd shows it
+            row.update(as_row(BindingStatistics(matchedCount=binding.matched)))
+            rows.append(row)
+        return rows
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = section_from("binding", name, attributes, strings_typed=True)
+        assert isinstance(section, conf.BindingSection)
+        try:
+            binding, effects = self._router.exchanges.add_binding(section.to_spec())
+        except AddressError as error:
+            raise ManagementError(400, str(error)) from None
+        row = next(r for r in self.rows() if r["identity"] == binding.identity)
+        return Changed(row=row, effects=tuple(effects))
+
+    def delete(self, row: Row) -> tuple[Effect, ...]:
+        for binding in self._router.exchanges.bindings():
+            if binding.identity == row["identity"]:
+                return tuple(self._router.exchanges.remove_binding(binding))
         raise ManagementError(404, f"No entity with identity={row['identity']}")

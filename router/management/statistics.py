@@ -23,9 +23,11 @@ __all__ = [
     "AddressStatistics",
     "AllocatorStatistics",
     "AutoLinkStatus",
+    "BindingStatistics",
     "ConnectionStatistics",
     "ConnectorStatus",
     "DiscoveryStatus",
+    "ExchangeStatistics",
     "LinkRouteStatus",
     "LinkStatistics",
     "LogStatistics",
@@ -437,6 +439,26 @@ class AutoLinkStatus:
     operStatus: str = choice(("inactive", "attaching", "failed", "active", "quiescing", "idle"),
                              "state of the auto-link")
     lastError: str | None = text("why the container last refused or detached the link")
+
+
+@attrs.frozen(kw_only=True)
+class ExchangeStatistics:
+    """``router.config.exchange``: what an exchange did with its messages
+    (docs/routing.md#exchanges)."""
+
+    bindingCount: int = gauge("bindings of the exchange")
+    receivedCount: int = counter("messages the exchange received")
+    droppedCount: int = counter("messages no next hop and no alternate took")
+    forwardedCount: int = counter("messages forwarded by a binding or to the alternate")
+    divertedCount: int = counter("messages forwarded to the alternate only (counted in "
+                                 "forwardedCount too)")
+
+
+@attrs.frozen(kw_only=True)
+class BindingStatistics:
+    """``router.config.binding``: the messages whose subject matched a binding."""
+
+    matchedCount: int = counter("messages whose subject matched the key")
 
 
 @attrs.frozen(kw_only=True)

@@ -18,6 +18,8 @@ from router.management.agent import Response
 from router.management.schema import PREFIX
 from router.management.statistics import (
     AddressStatistics,
+    BindingStatistics,
+    ExchangeStatistics,
     LinkStatistics,
     RouterStatistics,
     declared,
@@ -50,13 +52,18 @@ class Plan(enum.Enum):
     EVERY = "every"
 
 
+#: Configuration every worker has a copy of that counts what it does: a
+#: QUERY shows one row of each, named alike on every worker, its counts summed.
+_COUNTED_CONFIGURATION: Final = frozenset({"router.config.exchange", "router.config.binding"})
 #: Entities each worker has its own of: a QUERY shows every worker's.
-_PER_WORKER: Final = frozenset({"connection", "router.link", "router.address", "router"})
+_PER_WORKER: Final = frozenset({"connection", "router.link", "router.address", "router"}) \
+    | _COUNTED_CONFIGURATION
 #: Configuration: made, changed and deleted on every worker.
 _CONFIGURATION: Final = frozenset({
     "router.config.address", "router.config.linkRoute", "router.config.autoLink",
     "connector", "log", "vhost", "sslProfile", "address", "linkRoute", "autoLink",
-})
+    "exchange", "binding",
+}) | _COUNTED_CONFIGURATION
 _WRITES: Final = frozenset({"CREATE", "UPDATE", "DELETE"})
 
 #: Attributes that every worker sees alike (the other routers with
@@ -74,6 +81,9 @@ _SUMMED: Final = {
                                 if stat.graph or stat.metric is not None) - _SEEN_BY_EACH,
     "router.link": frozenset(name for name, stat in declared(LinkStatistics)
                              if stat.graph or stat.metric is not None),
+    "router.config.exchange": frozenset(name for name, stat in declared(ExchangeStatistics)
+                                        if stat.graph) - {"bindingCount"},
+    "router.config.binding": frozenset(name for name, _ in declared(BindingStatistics)),
 }
 
 
@@ -128,7 +138,10 @@ def merge_query(entity_type: str, bodies: Sequence[object], router_id: str = "")
         if isinstance(body, dict) and body.get("attributeNames") == names:
             rows.extend(r for r in body.get("results", []) if isinstance(r, list))
     summed = _SUMMED.get(entity_type)
-    key = next((names.index(k) for k in ("identity", "name") if k in names), None)
+    # Identities of configuration are drawn by each worker; names are alike.
+    keys = ("name", "identity") if entity_type in _COUNTED_CONFIGURATION \
+        else ("identity", "name")
+    key = next((names.index(k) for k in keys if k in names), None)
     if summed is not None and (key is not None or entity_type == "router"):
         rows = _summed(names, rows, summed, None if entity_type == "router" else key)
     if entity_type == "router" and router_id:

@@ -41,6 +41,23 @@ if getattr(sys, "argv", None) and sys.argv[0]:
         DispositionType.__str__ = lambda self: self.name
     except Exception:
         pass
+    try:
+        # The suite's authservice.py sets the SASL configuration of every
+        # transport with pn_sasl_config_path(None, path), which the binding
+        # since 0.39 refuses (it wants a pointer, not None).
+        import cproton
+        from cproton_ffi import ffi as _ffi, lib as _lib
+        _config_path = cproton.pn_sasl_config_path
+
+        def _pn_sasl_config_path(sasl, path):
+            if sasl is None:
+                _lib.pn_sasl_config_path(_ffi.NULL, path.encode())
+            else:
+                _config_path(sasl, path)
+
+        cproton.pn_sasl_config_path = _pn_sasl_config_path
+    except Exception:
+        pass
 '''
 
 

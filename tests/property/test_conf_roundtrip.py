@@ -15,7 +15,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from addressing import AddressError, AddressTable
+from addressing import AddressError, AddressTable, BindingSpec, ExchangeSpec, ExchangeTable
 from autolink import AutoLinkError
 from conf import (
     LOG_LEVELS,
@@ -197,6 +197,30 @@ def valid_specs(items: list[Any]) -> list[Any]:
     return specs
 
 
+def valid_exchanges(exchanges: list[ExchangeSection], bindings: list[BindingSection]
+                    ) -> tuple[list[ExchangeSpec], list[BindingSpec]]:
+    """The exchanges and bindings a router takes together (a file may not
+    repeat an address, bind a key badly for its method, or loop)."""
+    table = ExchangeTable()
+    kept_exchanges: list[ExchangeSpec] = []
+    kept_bindings: list[BindingSpec] = []
+    for n, section in enumerate(exchanges):
+        try:
+            spec = section.to_spec()
+            table.add_exchange(spec, str(n))
+        except AddressError:
+            continue
+        kept_exchanges.append(spec)
+    for n, binding_section in enumerate(bindings):
+        try:
+            binding = binding_section.to_spec()
+            table.add_binding(binding, str(n))
+        except AddressError:
+            continue
+        kept_bindings.append(binding)
+    return kept_exchanges, kept_bindings
+
+
 def distinct_addresses(specs: list[Any]) -> list[Any]:
     """Addresses with a prefix or pattern of their own: a file that repeats
     one is read back without the repeat (skipped with a warning, as
@@ -239,7 +263,8 @@ ADDRESSES = st.lists(
 )
 LINK_ROUTES = st.lists(prefix_xor_pattern(LinkRouteSection, name=names), max_size=1)
 AUTO_LINKS = st.lists(sections(AutoLinkSection, name=names), max_size=1)
-PLUGINS = st.lists(sections(AuthServicePluginSection, ssl_profile=st.none()), max_size=1)
+PLUGINS = st.lists(sections(AuthServicePluginSection, ssl_profile=st.none(),
+                            host=st.sampled_from(["auth", "127.0.0.1"])), max_size=1)
 POLICIES = sections(PolicySection)
 CONSOLES = st.lists(sections(ConsoleSection), max_size=1)
 
@@ -255,6 +280,7 @@ def router_confs(draw: st.DrawFn) -> RouterConf:
         attrs.evolve(binding, exchange_name=draw(st.sampled_from(exchange_names)))
         for binding in (draw(BINDINGS) if exchange_names else [])
     ]
+    exchange_specs, binding_specs = valid_exchanges(exchanges, bindings)
     return RouterConf(
         router=router,
         listeners=tuple(
@@ -270,8 +296,8 @@ def router_confs(draw: st.DrawFn) -> RouterConf:
         logs=tuple(draw(LOGS)),
         policy=draw(POLICIES),
         vhosts=tuple(draw(VHOSTS)),
-        exchanges=tuple(exchanges),
-        bindings=tuple(bindings),
+        exchanges=tuple(exchange_specs),
+        bindings=tuple(binding_specs),
         consoles=tuple(draw(CONSOLES)),
     )
 

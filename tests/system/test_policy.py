@@ -463,3 +463,27 @@ def test_vhost_names_as_patterns_take_matching_hostnames(start_router: StartRout
     finally:
         client.close()
     shop.close()
+
+
+def test_an_anonymous_sender_s_message_to_a_target_the_group_refuses_is_rejected(
+        start_router: StartRouter) -> None:
+    """The group's targets hold for every message of an anonymous sender, as
+    for a sender's attach (qdrouterd: "policy violation on target")."""
+    hop = start_router(router_conf(VHOST_POLICY.replace(
+        '"maxSenders": 1,', '"maxSenders": 2, "allowAnonymousSender": true,')))
+    conn = connect(hop.url)
+    try:
+        receiver = conn.create_receiver("anonymous.inbox", credit=5)
+        anonymous = conn.create_sender(None)
+        allowed = send_async(anonymous, "to my inbox", address="anonymous.inbox")
+        refused = send_async(anonymous, "to payments", address="payments")
+        assert wait_settled(conn, refused) == Delivery.REJECTED
+        condition = refused.remote.condition
+        assert condition is not None
+        assert (condition.name, condition.description) == (
+            "amqp:unauthorized-access", "policy violation on target")
+        assert receiver.receive(timeout=10).body == "to my inbox"
+        receiver.accept()
+        assert wait_settled(conn, allowed) == Delivery.ACCEPTED
+    finally:
+        conn.close()

@@ -39,6 +39,8 @@ from router.management import (
     Changed,
     ConfigAddresses,
     ConfigAutoLinks,
+    ConfigBindings,
+    ConfigExchanges,
     ConfigLinkRoutes,
     ConnectionLinkRoutes,
     EntitySource,
@@ -225,7 +227,7 @@ class ListenerEntities(ReadOnly):
         assert isinstance(section, conf.ListenerSection)
         try:
             settings = listener_settings(section, certificates.profiles,
-                                         certificates.router_section)
+                                         certificates.router_section, certificates.plugins)
         except (TlsError, SaslError) as error:
             raise ManagementError(400, str(error)) from None
         try:
@@ -539,6 +541,8 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "router.config.linkRoute": ConfigLinkRoutes(core, clock),
         "router.connection.linkRoute": ConnectionLinkRoutes(core, requester, clock),
         "router.config.autoLink": ConfigAutoLinks(core),
+        "router.config.exchange": ConfigExchanges(core),
+        "router.config.binding": ConfigBindings(core),
         "sslProfile": SslProfiles(certificates),
         "discovery": Discovery(group),
         "policy": PolicyEntity(policy, policy_section),

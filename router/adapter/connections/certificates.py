@@ -12,7 +12,7 @@ is the ``sslProfile`` entities' store (``router.management.SslProfileStore``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 
 import conf
 from router import logs
@@ -34,11 +34,15 @@ class Certificates:
         listeners: the listeners that may use them.
         connectors: the connectors that may use them.
         router_section: the router's conf section (listeners take its SASL settings).
+        plugins: the ``authServicePlugin`` sections by name (listeners naming
+            one delegate their SASL, through the profile it names).
     """
 
     def __init__(self, profiles: dict[str, TlsProfile], listeners: ListenerControl,
-                 connectors: ConnectorControl, router_section: conf.RouterSection) -> None:
+                 connectors: ConnectorControl, router_section: conf.RouterSection,
+                 plugins: Mapping[str, conf.AuthServicePluginSection] | None = None) -> None:
         self.profiles = profiles
+        self.plugins: Mapping[str, conf.AuthServicePluginSection] = plugins or {}
         self.listeners = listeners
         self.connectors = connectors
         self.router_section = router_section
@@ -59,7 +63,8 @@ class Certificates:
         profiles = {**self.profiles, **loaded}
         using_listeners, using_connectors = self.using(loaded)
         listeners = [(li, listener_settings(li.settings.section, profiles,
-                                            self.router_section)) for li in using_listeners]
+                                            self.router_section, self.plugins))
+                     for li in using_listeners]
         connectors = [(c, connector_settings(c.settings.section, profiles))
                       for c in using_connectors]
         self.profiles.update(loaded)

@@ -82,6 +82,22 @@ class ConnectionSettings:
 
 
 @attrs.frozen(kw_only=True)
+class AuthServiceSettings:
+    """An ``authServicePlugin``, checked (``auth_service_settings``): where a
+    listener's SASL is relayed (docs/security.md#delegated-authentication)."""
+
+    name: str
+    host: str
+    port: int
+    #: The hostname sent in the service's ``sasl-init`` (``realm``; None:
+    #: none is sent).
+    realm: str | None
+    #: TLS to the service (its sslProfile's client domain, the service's
+    #: name checked against ``host``), or None.
+    tls: Any = None
+
+
+@attrs.frozen(kw_only=True)
 class ListenerSettings(ConnectionSettings):
     """What one listener binds to and gives the connections it accepts
     (``listener_settings``)."""
@@ -110,6 +126,8 @@ class ListenerSettings(ConnectionSettings):
     #: Addresses on its connections live in their vhost's namespace
     #: (docs/routing.md#multi-tenant-listeners).
     multi_tenant: bool
+    #: Where its SASL is relayed (``saslPlugin``), or None.
+    auth_service: AuthServiceSettings | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -168,17 +186,42 @@ def _profile(section: conf.ListenerSection | conf.ConnectorSection,
     return profile
 
 
+def auth_service_settings(section: conf.AuthServicePluginSection,
+                          profiles: Mapping[str, TlsProfile] | None = None
+                          ) -> AuthServiceSettings:
+    """The adapter's settings for an ``authServicePlugin`` section.
+
+    Raises:
+        TlsError: an unknown sslProfile.
+    """
+    endpoint = section.endpoint()
+    assert endpoint is not None, "the conf refuses a plugin without host or authService"
+    host, port = endpoint
+    tls = None
+    if section.ssl_profile is not None:
+        profile = (profiles or {}).get(section.ssl_profile)
+        if profile is None:
+            raise TlsError(f"no sslProfile named {section.ssl_profile!r}")
+        tls = profile.client_domain(verify_hostname=True)
+    return AuthServiceSettings(name=section.name or f"{host}:{port}", host=host, port=port,
+                               realm=section.realm, tls=tls)
+
+
 def listener_settings(section: conf.ListenerSection,
                       profiles: Mapping[str, TlsProfile] | None = None,
-                      router: conf.RouterSection | None = None) -> ListenerSettings:
+                      router: conf.RouterSection | None = None,
+                      plugins: Mapping[str, conf.AuthServicePluginSection] | None = None
+                      ) -> ListenerSettings:
     """The adapter's settings for a ``listener`` section; ``profiles`` are
     the router's checked sslProfiles, ``router`` the router section whose
-    SASL configuration applies (None: a default one).
+    SASL configuration applies (None: a default one), ``plugins`` the
+    ``authServicePlugin`` sections by name.
 
     Raises:
         TlsError: an unknown profile, ``requireSsl`` without one, or client
             certificates asked for with no CA to check them.
-        SaslError: a mechanism this build of proton cannot serve.
+        SaslError: a mechanism this build of proton cannot serve, or a
+            ``saslPlugin`` that names no plugin.
     """
     profile = _profile(section, profiles)
     tls = None
@@ -196,6 +239,14 @@ def listener_settings(section: conf.ListenerSection,
                        "sslProfile")
     mechanisms = (section.sasl_mechanisms or "ANONYMOUS").split()
     needs_cyrus = sorted(set(mechanisms) - {"ANONYMOUS", "EXTERNAL"})
+    auth_service = None
+    if section.sasl_plugin is not None:
+        plugin = (plugins or {}).get(section.sasl_plugin)
+        if plugin is None:
+            raise SaslError(f"listener {section.name or section.port}: no authServicePlugin "
+                            f"named {section.sasl_plugin!r}")
+        auth_service = auth_service_settings(plugin, profiles)
+        needs_cyrus = []  # the service authenticates, not this router's SASL library
     if needs_cyrus and not SASL.extended():
         raise SaslError(
             f"listener {section.name or section.port}: SASL {' '.join(needs_cyrus)} needs "
@@ -225,6 +276,7 @@ def listener_settings(section: conf.ListenerSection,
         console=section.console,
         http_root_dir=section.http_root_dir,
         multi_tenant=section.multi_tenant,
+        auth_service=auth_service,
         **_connection_settings(section),
     )
 

@@ -72,7 +72,8 @@ class Conn:
     ``free`` gives both back to proton when the connection is released.
     """
 
-    __slots__ = ("closed", "connector", "core", "cost", "cptr", "deadline", "fd", "grant",
+    __slots__ = ("authz", "closed", "connector", "core", "cost", "cptr", "deadline", "fd",
+                 "grant",
                  "holds", "internal", "opened",
                  "peer", "protocol_trace", "settings", "sock", "ssl", "started",
                  "tptr", "tracing", "user", "want_write", "ws")
@@ -100,6 +101,9 @@ class Conn:
         #: What policy admitted this client connection to (None: not checked,
         #: or refused: then ``denied``).
         self.grant: Any = None
+        #: What the authentication service that authenticated the user allows
+        #: it (``router.adapter.connections.authservice``; None: none did).
+        self.authz: Any = None
         #: The ``pn_transport_t`` and ``pn_connection_t``, each with the one
         #: reference this record holds.
         self.tptr = tptr

@@ -17,12 +17,16 @@ import contextlib
 import logging
 import select
 import socket
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from proton import SSL, Transport
 
 from router.adapter.connections import tracing
-from router.adapter.connections.settings import ConnectorSettings, ListenerSettings
+from router.adapter.connections.settings import (
+    AuthServiceSettings,
+    ConnectorSettings,
+    ListenerSettings,
+)
 from router.adapter.connections.state import (
     Conn,
     Connector,
@@ -49,6 +53,13 @@ _FAILED: Final = select.EPOLLHUP | select.EPOLLERR
 _READABLE: Final = select.EPOLLIN | select.EPOLLRDHUP | _FAILED
 
 
+class SaslRelays(Protocol):
+    """Where a listener's SASL goes when it names a ``saslPlugin``
+    (``router.adapter.connections.authservice.AuthRelays``)."""
+
+    def relay(self, conn: Conn, settings: AuthServiceSettings) -> None: ...
+
+
 class Transports:
     """The AMQP connections and their I/O.
 
@@ -56,11 +67,14 @@ class Transports:
         loop: where their sockets are watched.
         pending: the wake-up's shared work (connections with output).
         router_id: the container id a connecting side announces.
+        relays: relays the SASL of listeners with a ``saslPlugin``.
     """
 
     def __init__(self, loop: EventLoop, pending: Pending, router_id: str,
-                 first_id: int = 1, id_step: int = 1) -> None:
+                 first_id: int = 1, id_step: int = 1,
+                 relays: SaslRelays | None = None) -> None:
         self.loop = loop
+        self.relays = relays
         self.clock = loop.clock
         self.router_id = router_id
         self.dirty = pending.output
@@ -113,7 +127,9 @@ class Transports:
         sasl = lib.pn_sasl(tptr)
         lib.pn_sasl_allowed_mechs(sasl, s.sasl_mechanisms.encode())
         if isinstance(s, ListenerSettings):
-            lib.pn_transport_require_auth(tptr, s.authenticate_peer)
+            # A listener whose SASL is delegated lets no client skip it.
+            lib.pn_transport_require_auth(tptr, s.authenticate_peer
+                                          or s.auth_service is not None)
             # Over WebSockets, TLS wraps the WebSocket, not the AMQP inside it.
             if s.require_encryption and ws is None:
                 lib.pn_transport_require_encryption(tptr, True)
@@ -138,6 +154,10 @@ class Transports:
         lib.pn_connection_collect(cptr, self.collector)
         conn = Conn(sock, core, s, tptr, cptr, peer, self.clock(), connector)
         conn.ssl = ssl
+        if isinstance(s, ListenerSettings) and s.auth_service is not None:
+            relays = self.relays
+            assert relays is not None, "a router with saslPlugin listeners relays their SASL"
+            relays.relay(conn, s.auth_service)  # before the transport reads or writes
         conn.ws = ws
         tracing.apply(conn)
         core.handle = conn

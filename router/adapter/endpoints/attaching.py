@@ -11,6 +11,7 @@ out and decides nothing itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -139,7 +140,7 @@ class Attaching:
             grant = conn.grant
             # Checked and counted under vhost policy only (a refused connection's
             # links are refused); without it a grant has no group and no rules.
-            if grant is not None and not (isinstance(grant, Grant) and grant.group is None):
+            if grant is not None and not (isinstance(grant, Grant) and not grant.restricted):
                 denied = self._policy_attach(conn, lptr)
                 if denied is not None:
                     policy_log.info("[C%d] DENY link on connection '%s': %s",
@@ -160,7 +161,13 @@ class Attaching:
     def _attach(self, conn: Conn, lptr: Any, now: float) -> list[Effect]:
         """Let the core decide a peer's attach, and serve the link it binds."""
         decision, effects = attach(self.router, conn.core, lptr, cost=conn.cost, now=now)
-        self._served(lptr, getattr(decision, "link", None))
+        link = getattr(decision, "link", None)
+        grant = conn.grant
+        if isinstance(link, InLink) and link.record is None and isinstance(grant, Grant) \
+                and self.policy.restricts_targets(grant):
+            # An anonymous sender: each message's target is checked, as qdrouterd does.
+            link.target_allowed = functools.partial(self.policy.message_target_allowed, grant)
+        self._served(lptr, link)
         return effects
 
     def _served(self, lptr: Any, link: object) -> None:

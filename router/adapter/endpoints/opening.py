@@ -151,7 +151,8 @@ class Opening:
                                  authenticated=bool(lib.pn_transport_is_authenticated(conn.tptr)
                                                     and conn.user
                                                     and mech not in (None, "ANONYMOUS")),
-                                 forced_vhost=conn.settings.policy_vhost)
+                                 forced_vhost=conn.settings.policy_vhost,
+                                 authz=conn.authz)
         conn.grant = grant  # refused: its links are not served
         if isinstance(grant, Denied):
             policy_log.info("DENY Connection '%s' user '%s': %s", conn.peer,

@@ -36,6 +36,7 @@ from router.core import (
     annotate_upward,
 )
 from router.core.edges import EDGE_KEY
+from router.core.policy import TARGET_DENIED
 from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,12 @@ class NetworkForwarding:
         if not to:
             self.outcomes.finish(d, il, REJECTED, "amqp:precondition-failed",
                                  "Routing failure: no address present")
+            return None
+        allowed = il.target_allowed
+        if allowed is not None and not allowed(to):
+            log.debug("%r: message to %r rejected: policy violation on target", il, to)
+            self.outcomes.finish(d, il, REJECTED, "amqp:unauthorized-access",
+                                 TARGET_DENIED)
             return None
         found = self.router.lookup(to, phase)
         if found is UNAVAILABLE:

@@ -35,6 +35,7 @@ from router.core import (
     Transfer,
     may_have_router_keys,
 )
+from router.core.exchanges import ExchangeQueue
 from router.core.settlement import ACCEPTED, REJECTED, RELEASED
 
 # Bound once: every attribute lookup on ``lib`` costs on the hot path.
@@ -337,8 +338,9 @@ class Sender:
                 self._stream_copy(stream, trunk, data, ref)
                 return
             ol = trunk
-        if ol.handle is None:
-            # An in-process consumer (management) takes whole messages only.
+        if ol.handle is None and type(ol.queue) is not ExchangeQueue:
+            # An in-process consumer takes whole messages only, but for an
+            # exchange, which forwards the copies as the message arrives.
             self._stream_refused(ref)
             return
         stream.waiting.append(ol)

@@ -179,7 +179,8 @@ class Streams:
             self._unbusy(ol)
         trunks = self.trunks
         for ol in stream.waiting:
-            ol.queue = deque(item for item in ol.queue if item[0] is not stream)
+            if ol.queue:  # an in-process consumer's queue holds nothing, and stays its own
+                ol.queue = deque(item for item in ol.queue if item[0] is not stream)
             if trunks is not None:
                 trunks.release(ol)
         stream.waiting = []

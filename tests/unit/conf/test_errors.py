@@ -499,3 +499,59 @@ def test_an_address_repeating_an_earlier_prefix_is_skipped_with_a_warning(
         "hopd.conf:5:1: address section ignored, as qdrouterd ignores it: "
         "already exists: pattern 'm/#' (pattern 'm/#')"
     ]
+
+
+def test_exchanges_and_bindings_are_checked_together_at_their_sections() -> None:
+    """What the router would refuse of an exchange or a binding stops the
+    file at the section or attribute that says it (docs/routing.md#exchanges)."""
+    assert diagnostics("""\
+        exchange {
+            address: nameless
+        }
+        exchange {
+            name: one
+            address: X
+            matchMethod: mqtt
+        }
+        exchange {
+            name: two
+            address: X
+            phase: 1
+        }
+        binding {
+            exchangeName: one
+            bindingKey: a/#/b
+            nextHopAddress: q
+        }
+        binding {
+            exchangeName: one
+            bindingKey: a/+
+            nextHopAddress: X
+        }
+        """) == [
+        "hopd.conf:1:1: invalid 'exchange' section: an exchange needs a name",
+        "hopd.conf:11:5: invalid 'exchange' section: duplicate exchange address 'X': "
+        "exchange 'one' has it (at phase 0)",
+        "hopd.conf:16:5: invalid 'binding' section: binding key 'a/#/b': in an MQTT key, '#' "
+        "may only be the last token",
+        "hopd.conf:22:5: invalid 'binding' section: the binding of exchange 'one' would send "
+        "its messages back to 'X' (phase 0) for ever",
+    ]
+
+
+def test_an_auth_service_plugin_needs_a_host_or_a_host_and_port() -> None:
+    assert diagnostics("authServicePlugin {\n    name: a\n}\n") == [
+        "hopd.conf:1:1: section 'authServicePlugin': an authServicePlugin needs the "
+        "service's host (or the deprecated authService, host:port)"]
+    assert diagnostics("authServicePlugin {\n    name: a\n    authService: nowhere\n}\n") == [
+        "hopd.conf:3:5: section 'authServicePlugin': authService must be host:port, got "
+        "'nowhere'"]
+
+
+def test_the_deprecated_auth_service_gives_the_host_and_port() -> None:
+    conf = parse("authServicePlugin {\n    name: a\n    authService: auth.example:5671\n}\n",
+                 "hopd.conf")
+    assert conf.auth_service_plugins[0].endpoint() == ("auth.example", 5671)
+    conf = parse("authServicePlugin {\n    name: a\n    host: h\n    port: amqps\n}\n",
+                 "hopd.conf")
+    assert conf.auth_service_plugins[0].endpoint() == ("h", 5671)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from addressing import AddressSpec, Direction, Distribution
+from addressing import AddressSpec, BindingSpec, Direction, Distribution, ExchangeSpec
 from autolink import AutoLinkSpec
 from conf import (
     DEFAULT_CONF_TEXT,
     ENTITY_TYPES,
     AddressFamily,
     AuthServicePluginSection,
-    BindingSection,
     ConfError,
     ConnectorSection,
     ConsoleSection,
     DiscoverySection,
     EntityType,
-    ExchangeSection,
     ListenerSection,
     LogModule,
     LogSection,
@@ -43,7 +41,7 @@ MINIMAL_SECTIONS = {
     "listener": "listener {\n}\n",
     "connector": "connector {\n}\n",
     "sslProfile": "sslProfile {\n}\n",
-    "authServicePlugin": "authServicePlugin {\n}\n",
+    "authServicePlugin": "authServicePlugin {\n    host: auth\n}\n",
     "address": "address {\n    prefix: a\n}\n",
     "linkRoute": "linkRoute {\n    prefix: a\n    direction: in\n}\n",
     "autoLink": "autoLink {\n    address: a\n    direction: out\n}\n",
@@ -73,12 +71,12 @@ def test_every_entity_type_parses_with_defaults() -> None:
         listeners=(ListenerSection(),),
         connectors=(ConnectorSection(),),
         ssl_profiles=(SslProfileSection(),),
-        auth_service_plugins=(AuthServicePluginSection(),),
+        auth_service_plugins=(AuthServicePluginSection(host="auth"),),
         addresses=(AddressSpec(prefix="a"),),
         link_routes=(LinkRouteSpec(prefix="a", direction=Direction.IN),),
         auto_links=(AutoLinkSpec(address="a", direction=Direction.OUT),),
-        exchanges=(ExchangeSection(name="ex", address="ex"),),
-        bindings=(BindingSection(exchange_name="ex", next_hop_address="q"),),
+        exchanges=(ExchangeSpec(name="ex", address="ex"),),
+        bindings=(BindingSpec(exchange_name="ex", next_hop_address="q"),),
         logs=(LogSection(module=LogModule.DEFAULT),),
         policy=PolicySection(),
         vhosts=(VhostSection(hostname="example.com"),),
@@ -178,7 +176,8 @@ def test_deprecated_names_are_accepted(
     extra = "    module: SERVER\n" if section == "log" else ""
     text = f"{section} {{\n{extra}    {old}: {value}\n}}\n"
     if section == "authServicePlugin":
-        text = text.replace("saslInitHostname: realm1", "saslInitHostname: realm1\n    port: 5671")
+        text = text.replace("saslInitHostname: realm1",
+                            "saslInitHostname: realm1\n    port: 5671\n    host: auth")
     conf = one(text)
     instance = {
         "router": conf.router,

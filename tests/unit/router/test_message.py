@@ -23,6 +23,7 @@ from router.core.message import (
     encode_symbol,
     scan,
     strip_router_annotations,
+    subject_of,
     user_id_of,
 )
 
@@ -118,6 +119,32 @@ def test_user_id_of_refuses_a_user_id_that_is_not_binary() -> None:
     data = section(0x73, list8(b"\x40", str8("alice"))) + BODY
     with pytest.raises(MessageFormatError, match=r"user-id at offset \d+ must be binary"):
         user_id_of(data, scan(data, read_to=False))
+
+
+# --- subject ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"subject": "a.b", "id": "m-1", "user_id": b"u", "address": "q"}, "a.b"),
+    ({"subject": "\u00e9t\u00e9/\u00fc"}, "\u00e9t\u00e9/\u00fc"),
+    ({"subject": "s" * 300, "address": "q" * 300}, "s" * 300),
+    ({"address": "q", "reply_to": "r"}, None),
+    ({}, None),
+], ids=["set", "utf-8", "list32-str32", "absent", "no-properties"])
+def test_subject_of_reads_the_properties_subject(kwargs: dict[str, Any],
+                                                 expected: str | None) -> None:
+    data = message(**kwargs)
+    assert subject_of(data, scan(data, read_to=False)) == expected
+
+
+def test_subject_of_reads_a_symbol_and_refuses_other_types() -> None:
+    symbol_subject = section(0x73, list8(b"\x40", b"\x40", b"\x40", b"\xa3\x03a.b")) + BODY
+    assert subject_of(symbol_subject, scan(symbol_subject, read_to=False)) == "a.b"
+    number = section(0x73, list8(b"\x40", b"\x40", b"\x40", b"\x52\x07")) + BODY
+    with pytest.raises(MessageFormatError, match=r"subject at offset \d+ must be a string"):
+        subject_of(number, scan(number, read_to=False))
+    short = section(0x73, list8(b"\x40", b"\x40", str8("q"))) + BODY
+    assert subject_of(short, scan(short, read_to=False)) is None
 
 
 # --- scan -----------------------------------------------------------------

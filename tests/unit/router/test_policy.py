@@ -12,7 +12,7 @@ import pytest
 
 import conf
 from router.adapter.connections.settings import vhost_from_section
-from router.core.policy import UNLIMITED, Denied, Grant, Policy, Vhost
+from router.core.policy import UNLIMITED, AddressAuthz, Denied, Grant, Policy, Vhost
 
 
 def test_the_global_cap_refuses_connections_beyond_it() -> None:
@@ -355,3 +355,65 @@ def test_a_console_user_gets_its_group_without_being_counted_as_a_connection() -
     assert policy.visitor(user="mallory", host="127.0.0.1") is None, "in no group"
     free = Policy().visitor(user="anyone", host="h")
     assert free is not None and Policy().may_manage(free, "DELETE") is None
+
+
+# --- an authentication service's permissions, anonymous senders' targets ----------
+
+
+def test_an_authentication_services_permissions_rule_attaches_without_vhost_policy() -> None:
+    policy = Policy()
+    authz = AddressAuthz(sources=("foo", "news.*"), targets=("foo",))
+    grant = policy.open(hostname=None, user="guest", host="127.0.0.1", authz=authz)
+    assert isinstance(grant, Grant) and grant.restricted and grant.group is None
+    assert policy.attach(grant, sender=True, address="foo") is None
+    assert policy.attach(grant, sender=False, address="news.eu") is None
+    refused = policy.attach(grant, sender=True, address="bar")
+    assert isinstance(refused, Denied)
+    assert (refused.condition, refused.reason) == (
+        "amqp:unauthorized-access", "target 'bar' not allowed by the authentication service")
+    assert isinstance(policy.attach(grant, sender=False, address="news"), Denied)
+    assert policy.attach(grant, sender=True, address=None) is None, "anonymous senders"
+    assert policy.attach(grant, sender=False, address=None, dynamic=True) is None
+    assert policy.links_denied == 2
+    assert policy.restricts_targets(grant)
+    assert policy.message_target_allowed(grant, "foo")
+    assert not policy.message_target_allowed(grant, "bar")
+    everything = policy.open(hostname=None, user="admin", host="127.0.0.1",
+                             authz=AddressAuthz(sources=("*",), targets=("*",)))
+    assert isinstance(everything, Grant)
+    assert policy.attach(everything, sender=True, address="anything") is None
+
+
+def test_permissions_rule_addresses_over_the_group_and_its_limits_hold() -> None:
+    """As in qdrouterd: the service's permissions replace the group's
+    sources and targets and allow what they allow; the group's limits stay."""
+    policy = Policy(enabled=True, vhosts=[vhost(groups={"$default": {
+        "users": "guest", "targets": "a*", "sources": "a*", "maxSenders": 2}})])
+    grant = policy.open(hostname=None, user="guest", host="127.0.0.1",
+                        authz=AddressAuthz(targets=("ab", "b"), sources=("b",)))
+    assert isinstance(grant, Grant) and grant.group is not None
+    assert policy.attach(grant, sender=True, address="ab") is None
+    assert isinstance(policy.attach(grant, sender=True, address="ac"), Denied), "authz"
+    assert policy.attach(grant, sender=True, address="b") is None, "the service allows it"
+    refused = policy.attach(grant, sender=True, address="ab")
+    assert isinstance(refused, Denied) and "maxSenders 2" in refused.reason
+    assert isinstance(policy.attach(grant, sender=False, address="a1"), Denied)
+    assert policy.attach(grant, sender=False, address=None, dynamic=True) is None, \
+        "the group allows no dynamic source; the service does"
+    assert [policy.message_target_allowed(grant, a) for a in ("ab", "ac", "b")] == [
+        True, False, True]
+
+
+def test_only_a_policy_that_restricts_targets_checks_each_message() -> None:
+    open_group = Policy(enabled=True, vhosts=[vhost(groups={"$default": {
+        "users": "u", "allowAnonymousSender": True}})])
+    grant = open_group.open(hostname=None, user="u", host="127.0.0.1")
+    assert isinstance(grant, Grant) and not open_group.restricts_targets(grant)
+    narrow = Policy(enabled=True, vhosts=[vhost(groups={"$default": {
+        "users": "u", "targets": "orders", "allowAnonymousSender": True}})])
+    narrow_grant = narrow.open(hostname=None, user="u", host="127.0.0.1")
+    assert isinstance(narrow_grant, Grant) and narrow.restricts_targets(narrow_grant)
+    assert narrow.message_target_allowed(narrow_grant, "orders")
+    assert not narrow.message_target_allowed(narrow_grant, "payments")
+    ungoverned = Policy().open(hostname=None, user=None, host="127.0.0.1")
+    assert isinstance(ungoverned, Grant) and not Policy.restricts_targets(ungoverned)
