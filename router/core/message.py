@@ -531,31 +531,50 @@ def _decode_trace(data: bytes | bytearray, pos: int, end: int) -> tuple[tuple[st
     return tuple(trace), bytes(data[first:end])
 
 
+def _property_at(data: Buffer, info: MessageInfo, index: int) -> tuple[int, int] | None:
+    """Where field ``index`` of a scanned message's properties list is (part
+    3.2.4: message-id, user-id, to, subject, ...), and where the list ends;
+    None when there is no properties section, or the list is shorter.
+    Decoding faults are the caller's to turn into ``MessageFormatError``.
+
+    Raises:
+        MessageFormatError: properties is not a list, or it is truncated.
+    """
+    pos = info.properties
+    if pos < 0:
+        return None
+    n = len(data)
+    _, v = section_descriptor(data, pos, n)
+    c = data[v]
+    if c == 0xC0:
+        count, p, end = data[v + 2], v + 3, v + 2 + data[v + 1]
+    elif c == 0xD0:
+        size, count = u32x2(data, v + 1)
+        p, end = v + 9, v + 5 + size
+    elif c == 0x45:
+        return None
+    else:
+        raise MessageFormatError(f"properties at offset {pos} is not a list")
+    if end > n:
+        raise MessageFormatError(f"properties at offset {pos} is truncated")
+    if count <= index:
+        return None
+    for _field in range(index):
+        p = skip(data, p, end)
+    return p, end
+
+
 def user_id_of(data: Buffer, info: MessageInfo) -> bytes | None:
     """``properties.user-id`` of a scanned message (None when absent or empty).
 
     Raises:
         MessageFormatError: properties is not a list, or user-id is not binary.
     """
-    pos = info.properties
-    if pos < 0:
-        return None
-    n = len(data)
     try:
-        _, v = section_descriptor(data, pos, n)
-        c = data[v]
-        if c == 0xC0:
-            count, p, end = data[v + 2], v + 3, v + 2 + data[v + 1]
-        elif c == 0xD0:
-            size, count = u32x2(data, v + 1)
-            p, end = v + 9, v + 5 + size
-        elif c == 0x45:
+        at = _property_at(data, info, 1)
+        if at is None:
             return None
-        else:
-            raise MessageFormatError(f"properties at offset {pos} is not a list")
-        if count < 2:
-            return None
-        p = skip(data, p, end)  # message-id
+        p, end = at
         c = data[p]
         if c == 0x40:
             return None
@@ -580,28 +599,11 @@ def subject_of(data: bytes, info: MessageInfo) -> str | None:
         MessageFormatError: properties is not a list, or its subject is not a
             string (a symbol is read as its text).
     """
-    pos = info.properties
-    if pos < 0:
-        return None
-    n = len(data)
     try:
-        _, v = section_descriptor(data, pos, n)
-        c = data[v]
-        if c == 0xC0:
-            count, p, end = data[v + 2], v + 3, v + 2 + data[v + 1]
-        elif c == 0xD0:
-            size, count = u32x2(data, v + 1)
-            p, end = v + 9, v + 5 + size
-        elif c == 0x45:
+        at = _property_at(data, info, 3)
+        if at is None:
             return None
-        else:
-            raise MessageFormatError(f"properties at offset {pos} is not a list")
-        if count < 4 or end > n:
-            if end > n:
-                raise MessageFormatError(f"properties at offset {pos} is truncated")
-            return None
-        for _field in range(3):  # message-id, user-id, to
-            p = skip(data, p, end)
+        p, end = at
         if data[p] == 0x40:
             return None
         q = skip(data, p, end)

@@ -23,23 +23,21 @@ exchange happens once per connection, never per message.
 from __future__ import annotations
 
 import contextlib
-import errno
-import ipaddress
 import logging
 import os
 import select
 import socket
-import threading
 from collections.abc import Callable, Set
 from typing import Any, Final
 
 from proton import SSL, Array, SSLException, Transport
 
 from router.adapter.connections import saslplugin
+from router.adapter.connections.dialing import dial, family_of, is_address, resolve
 from router.adapter.connections.settings import AuthServiceSettings
 from router.adapter.connections.state import Conn
 from router.adapter.loop.eventloop import READ, WRITE, EventLoop
-from router.adapter.pn import NULL, decoded, ffi, lib, to_str
+from router.adapter.pn import NULL, decoded, ffi, lib, pn_bytes, to_str
 from router.core.policy import AddressAuthz
 
 log = logging.getLogger(__name__)
@@ -51,6 +49,7 @@ SERVICE_TIMEOUT_S: Final = 15.0
 PLAINTEXT_MECHANISMS: Final = frozenset({"PLAIN", "LOGIN"})
 #: The connection capability asking the service for the user's permissions.
 ADDRESS_AUTHZ_CAPABILITY: Final = "ADDRESS-AUTHZ"
+_CAPABILITY: Final = ADDRESS_AUTHZ_CAPABILITY.encode()
 _IO_BUFFER: Final = 65536
 
 
@@ -301,21 +300,12 @@ class ServiceConnection:
 
     def connect(self) -> None:
         s = self.relay.settings
-        family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
-        if _is_address(s.host):
+        family = family_of(s.host)
+        if is_address(s.host):
             self._open(family, (s.host, s.port))
             return
-
-        def resolve() -> None:
-            try:
-                found = socket.getaddrinfo(s.host, s.port, family, socket.SOCK_STREAM)
-                address: tuple[str, int] | None = (str(found[0][4][0]), int(found[0][4][1]))
-                why = ""
-            except (OSError, UnicodeError) as exc:
-                address, why = None, getattr(exc, "strerror", None) or str(exc)
-            self.loop.defer(lambda: self._resolved(family, address, why))
-
-        threading.Thread(target=resolve, name=f"resolve {s.host}", daemon=True).start()
+        resolve(self.loop, s.host, s.port, family,
+                lambda address, why: self._resolved(family, address, why))
 
     def _resolved(self, family: int, address: tuple[str, int] | None, why: str) -> None:
         if self.closed:
@@ -326,19 +316,9 @@ class ServiceConnection:
         self._open(family, address)
 
     def _open(self, family: int, address: tuple[str, int]) -> None:
-        try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-        except OSError as exc:
-            self.relay.fail(exc.strerror or str(exc))
-            return
-        sock.setblocking(False)
-        try:
-            error = sock.connect_ex(address)
-        except OSError as exc:
-            error = exc.errno or errno.EINVAL
-        if error not in (0, errno.EINPROGRESS):
-            sock.close()
-            self.relay.fail(f"cannot connect to {self.where}: {os.strerror(error)}")
+        sock = dial(family, address)
+        if isinstance(sock, str):
+            self.relay.fail(f"cannot connect to {self.where}: {sock}")
             return
         self.sock = sock
         self.loop.add(sock.fileno(), WRITE, self._ready)
@@ -360,7 +340,7 @@ class ServiceConnection:
         capabilities = lib.pn_connection_desired_capabilities(cptr)
         lib.pn_data_put_array(capabilities, False, lib.PN_SYMBOL)
         lib.pn_data_enter(capabilities)
-        lib.pn_data_put_symbol(capabilities, _pn_bytes(ADDRESS_AUTHZ_CAPABILITY.encode()))
+        lib.pn_data_put_symbol(capabilities, pn_bytes(_CAPABILITY))
         lib.pn_data_exit(capabilities)
         self.collector = lib.pn_collector()
         lib.pn_connection_collect(cptr, self.collector)
@@ -489,18 +469,6 @@ class ServiceConnection:
             self.tptr = self.cptr = self.collector = None
         else:
             self.relay.sasl_freed(server=False)
-
-
-def _pn_bytes(data: bytes) -> Any:
-    return ffi.new("pn_bytes_t*", (len(data), ffi.from_buffer(data)))[0]
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 class AuthRelays:

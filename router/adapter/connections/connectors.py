@@ -14,17 +14,15 @@ attempt is.
 
 from __future__ import annotations
 
-import errno
-import ipaddress
 import logging
 import os
 import random
 import select
 import socket
-import threading
 from collections.abc import Callable
 from typing import Final
 
+from router.adapter.connections.dialing import dial, family_of, is_address, resolve
 from router.adapter.connections.settings import ConnectorSettings
 from router.adapter.connections.state import Connector
 from router.adapter.connections.transports import Transports
@@ -115,24 +113,13 @@ class Connectors:
             connector.address = f"unix:{peer.host}"
             self._open(connector, socket.AF_UNIX, peer.host)
             return
-        # The address family follows the host as written: IPv6 only for an
-        # IPv6 literal (qdrouterd's socketAddressFamily is not used).
-        family = socket.AF_INET6 if ":" in peer.host else socket.AF_INET
-        if _is_address(peer.host):
+        family = family_of(peer.host)
+        if is_address(peer.host):
             self._open(connector, family, (peer.host, peer.port))
             return
-        attempt, host, port = connector.attempt, peer.host, peer.port
-
-        def resolve() -> None:
-            try:
-                found = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
-                address: tuple[str, int] | None = (str(found[0][4][0]), int(found[0][4][1]))
-                why = ""
-            except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
-                address, why = None, getattr(exc, "strerror", None) or str(exc)
-            self.loop.defer(lambda: self._resolved(connector, attempt, family, address, why))
-
-        threading.Thread(target=resolve, name=f"resolve {host}", daemon=True).start()
+        attempt = connector.attempt
+        resolve(self.loop, peer.host, peer.port, family,
+                lambda address, why: self._resolved(connector, attempt, family, address, why))
 
     def _resolved(self, connector: Connector, attempt: int, family: int,
                   address: tuple[str, int] | None, why: str) -> None:
@@ -147,19 +134,9 @@ class Connectors:
 
     def _open(self, connector: Connector, family: int, address: tuple[str, int] | str) -> None:
         """Start a non-blocking connect to ``address``."""
-        try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-        except OSError as exc:  # out of descriptors: a failed attempt, retried later
-            self._failed(connector, exc.strerror or str(exc))
-            return
-        sock.setblocking(False)
-        try:
-            error = sock.connect_ex(address)
-        except OSError as exc:
-            error = exc.errno or errno.EINVAL
-        if error not in (0, errno.EINPROGRESS):
-            sock.close()
-            self._failed(connector, os.strerror(error))
+        sock = dial(family, address)
+        if isinstance(sock, str):  # a failed attempt, retried later
+            self._failed(connector, sock)
             return
         connector.sock = sock
         self._connecting[sock.fileno()] = connector
@@ -249,15 +226,6 @@ class Connectors:
                 self.loop.remove(sock.fileno())
                 sock.close()
         self._connecting.clear()
-
-
-def _is_address(host: str) -> bool:
-    """Whether ``host`` is an IPv4 or IPv6 address rather than a name."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 __all__ = ["Connectors"]
