@@ -360,3 +360,32 @@ def test_an_exchange_on_an_edge_router_forwards_up_its_uplink_and_is_reached_fro
     finally:
         interior.close()
         edge.close()
+
+
+def test_an_exchange_may_forward_to_another_exchange(start_router: StartRouter) -> None:
+    """A next hop that is another exchange's address: the copy goes through
+    that exchange too, in the same wake-up; a binding back to the first is
+    refused (it would forward for ever)."""
+    hop = start_router(router_conf(
+        exchange("first", "orders", matchMethod="mqtt") + exchange("second", "eu")
+        + binding("to-second", "first", "eu", "eu/#") + binding("to-desk", "second", "desk")))
+    conn = connect(hop.url)
+    mgmt = Management(hop.url)
+    try:
+        desk = conn.create_receiver("desk", credit=5)
+        sender = ready(conn, "orders")
+        delivery = send_async(sender, "order 1", subject="eu/fr")
+        assert wait_settled(conn, delivery) == Delivery.ACCEPTED
+        assert bodies(desk) == ["order 1"]
+        counts = {row["name"]: (row["receivedCount"], row["forwardedCount"])
+                  for row in mgmt.query(EXCHANGE)}
+        assert counts == {"first": (1, 1), "second": (1, 1)}
+        status, description, _ = mgmt.request(
+            {"exchangeName": "second", "nextHopAddress": "orders"}, operation="CREATE",
+            type="org.apache.qpid.dispatch." + BINDING, name="back")
+        assert (status, description) == (
+            400, "the binding of exchange 'second' would send its messages back to 'eu' "
+                 "(phase 0) for ever")
+    finally:
+        mgmt.close()
+        conn.close()
