@@ -371,6 +371,7 @@ class OutLink:
         "dropped_presettled",
         "flow_mark",
         "handle",
+        "ingress",
         "link_id",
         "logged",
         "name",
@@ -428,6 +429,10 @@ class OutLink:
         self.presettled = 0
         self.dropped_presettled = 0
         self.outcomes = [0, 0, 0, 0]
+        # Of the deliveries, those that entered the network at another
+        # router, by its id (management's ingressHistogram; the rest entered
+        # here): counted only for messages that carry router annotations.
+        self.ingress: dict[str, int] | None = None
         # Kept by ``router.core.watch`` once a second, never per message:
         # ages of unsettled deliveries, and since when credit has been zero.
         self.watched: dict[Transfer | Fanout, tuple[float, bool]] = {}
@@ -465,13 +470,17 @@ class Transfer:
     settled; the copy then completes on its own and its outcome goes nowhere.
     """
 
-    __slots__ = ("held", "in_delivery", "in_link", "out_delivery", "out_link", "target")
+    __slots__ = ("held", "in_delivery", "in_link", "out_delivery", "out_link", "state",
+                 "target")
 
     def __init__(self, in_delivery: Any, in_link: InLink) -> None:
         self.in_delivery = in_delivery
         self.in_link = in_link
         self.out_delivery: Any = None
         self.out_link: OutLink | None = None
+        #: The state the producer's transfer carried (a non-terminal one,
+        #: such as an extension state), which its copies carry too; 0: none.
+        self.state = 0
         # The next-hop load (``HopLoad``) a balanced delivery sent to another
         # router counts in until it is settled
         # (docs/networks.md#messages-across-routers).
@@ -516,11 +525,14 @@ class Fanout:
     (docs/routing.md#multicast-outcomes).
     """
 
-    __slots__ = ("copies", "in_delivery", "in_link", "outcome", "pending", "reported", "terminal")
+    __slots__ = ("copies", "in_delivery", "in_link", "outcome", "pending", "reported", "state",
+                 "terminal")
 
     def __init__(self, in_delivery: Any, in_link: InLink) -> None:
         self.in_delivery = in_delivery
         self.in_link = in_link
+        #: As ``Transfer.state``.
+        self.state = 0
         self.pending = 0
         self.reported = 0
         self.outcome: int | None = None

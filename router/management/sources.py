@@ -68,8 +68,33 @@ def _links(connections: Iterable[Connection]) -> Iterator[InLink | OutLink]:
         yield from conn.out_links.values()
 
 
-def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
-    """The ``router.link`` attributes of one link (``now`` for its zero-credit time)."""
+def ingress_histogram(link: InLink | OutLink, routers: list[tuple[str, bool]] | None
+                      ) -> list[int] | None:
+    """``ingressHistogram`` of a consumer's link on an interior router: its
+    deliveries by the router where each entered the network, one count per
+    router of ``routers`` (ids in ``router.node`` index order, and which is
+    this router); None for other links, as qdrouterd shows them."""
+    if routers is None or not isinstance(link, OutLink) or link.conn.role is Role.INTER_ROUTER:
+        return None
+    counts = link.ingress or {}
+    here = link.delivered - sum(counts.values())
+    return [max(here, 0) if own else counts.get(router_id, 0) for router_id, own in routers]
+
+
+def routers_by_index(router: Router | None) -> list[tuple[str, bool]] | None:
+    """The routers of the network in ``router.node`` index order, and which
+    is this one (None: not an interior router)."""
+    network = None if router is None else router.network
+    if network is None:
+        return None
+    return [(node.id, node.is_self)
+            for node in sorted(network.protocol.node_table(), key=lambda n: n.index)]
+
+
+def link_statistics(link: InLink | OutLink, now: float = 0.0,
+                    routers: list[tuple[str, bool]] | None = None) -> LinkStatistics:
+    """The ``router.link`` attributes of one link (``now`` for its zero-credit
+    time; ``routers`` as ``ingress_histogram`` takes them)."""
     incoming = isinstance(link, InLink)
     conn = link.conn
     if conn.role is Role.INTER_ROUTER:
@@ -105,15 +130,16 @@ def link_statistics(link: InLink | OutLink, now: float = 0.0) -> LinkStatistics:
         creditAvailable=link.credit,
         zeroCreditSeconds=Watch.zero_credit_seconds(link, now),
         settleRate=0,
-        ingressHistogram=None,
+        ingressHistogram=ingress_histogram(link, routers),
         priority=link.priority,
     )
 
 
-def link_row(link: InLink | OutLink, now: float = 0.0) -> Row:
+def link_row(link: InLink | OutLink, now: float = 0.0,
+             routers: list[tuple[str, bool]] | None = None) -> Row:
     """The ``router.link`` row of one link."""
     return {"identity": str(link.link_id), "name": link.name,
-            **as_row(link_statistics(link, now))}
+            **as_row(link_statistics(link, now, routers))}
 
 
 def _terminus_key(address: str | None) -> str | None:
@@ -148,14 +174,16 @@ class RouterLinks(ReadOnly):
     """``router.link``: every link of every open connection."""
 
     def __init__(self, connections: Callable[[], Iterable[Connection]],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], router: Router | None = None) -> None:
         self._connections = connections
         self._clock = clock
+        self._router = router
 
     def rows(self) -> Iterable[Row]:
         now = self._clock()
         connections = list(self._connections())
-        return [link_row(link, now) for link in _links(connections)] + [
+        routers = routers_by_index(self._router)
+        return [link_row(link, now, routers) for link in _links(connections)] + [
             routed_row(end) for conn in connections for end in conn.routed.values()]
 
     def update(self, row: Row, attributes: dict[str, object]) -> Changed:

@@ -286,7 +286,9 @@ class LinkStatistics:
     creditAvailable: int | None = gauge("credit the link has now")
     zeroCreditSeconds: int = integer("seconds the link has had no credit")
     settleRate: int = gauge("settlements per second, averaged over 5 s")
-    ingressHistogram: list[int] | None = items("not kept by Hop (null)")
+    ingressHistogram: list[int] | None = items(
+        "a consumer's deliveries on an interior router by the router where each entered the "
+        "network, one count per router in router.node index order (null for other links)")
     priority: int | None = integer("priority of an inter-router link")
 
 

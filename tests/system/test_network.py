@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from proton import Condition, Data, Delivery, Message, symbol
-from proton.reactor import Container, LinkOption
+from proton.reactor import AtMostOnce, Container, LinkOption
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender, LinkDetached
 
 from tests.system.clients import connect, pump, wait_all
@@ -631,3 +631,78 @@ def test_each_priority_has_its_data_link_and_management_shows_which(
     assert by_priority[3] == 5
     sender_conn.close()
     receiver_conn.close()
+
+
+def test_a_consumers_link_counts_its_deliveries_by_the_router_they_entered_at(
+        start_router: StartRouter) -> None:
+    """router.link's ingressHistogram, as qdrouterd's console charts it: one
+    count per router, in router.node index order."""
+    network = start_network(start_router, PAIR)
+    a, b = (connect(network.routers[r].url) for r in ("A", "B"))
+    try:
+        receiver = b.create_receiver("histogram", credit=20, name="consumer")
+        remote = a.create_sender("histogram", options=AtMostOnce())
+        local = b.create_sender("histogram", options=AtMostOnce())
+        wait_all([a, b], lambda: remote.link.credit > 0 and local.link.credit > 0,
+                 what="credit on both routers")
+        for n in range(3):
+            remote.send(Message(body=f"from A {n}"))
+        local.send(Message(body="from B"))
+        wait_all([a, b], lambda: len(receiver.fetcher.incoming) == 4, what="four messages")
+        mgmt = Management(network.routers["B"].url)
+        try:
+            nodes = sorted(mgmt.query("router.node", "id", "index"), key=lambda n: n["index"])
+            [row] = [r for r in mgmt.query("router.link", "name", "linkDir", "ingressHistogram")
+                     if r["name"] == "consumer"]
+            inbound = [r for r in mgmt.query("router.link", "linkDir", "ingressHistogram")
+                       if r["linkDir"] == "in"]
+        finally:
+            mgmt.close()
+        assert dict(zip([n["id"] for n in nodes], row["ingressHistogram"], strict=True)) == {
+            "A": 3, "B": 1}
+        assert all(r["ingressHistogram"] is None for r in inbound)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_transfers_state_reaches_every_copy_and_the_consumers_comes_back(
+        start_router: StartRouter) -> None:
+    """A producer's transfer that carries a non-terminal state and its data
+    (an extension state, DISPATCH-1703) reaches its consumer on another
+    router, and every consumer of a multicast address; the consumer's
+    non-terminal state comes back to the producer before either settles."""
+    network = start_network(start_router, PAIR, extra=address_conf("fanout", "multicast"))
+    a, b = (connect(network.routers[r].url) for r in ("A", "B"))
+    conns = [a, b]
+    try:
+        closest = b.create_receiver("states", credit=5, name="closest")
+        fans = [b.create_receiver("fanout", credit=5, name=f"fan{n}") for n in range(2)]
+        sender = ready_sender(conns, a, "states")
+        fan_sender = ready_sender(conns, a, "fanout")
+
+        def with_state(link_sender: BlockingSender, body: str, state: int) -> Delivery:
+            link = link_sender.link
+            delivery = link.delivery(body.encode())
+            delivery.local.data = [1, 2, 3]
+            delivery.update(state)
+            link.send(Message(body=body).encode())
+            link.advance()
+            return delivery
+
+        sent = with_state(sender, "anycast", 666)
+        fanned = with_state(fan_sender, "multicast", 999)
+        receivers = [closest, *fans]
+        wait_all(conns, lambda: all(r.fetcher.incoming for r in receivers),
+                 what="each consumer's copy")
+        copies = [r.fetcher.incoming[0][1] for r in receivers]
+        assert [(c.remote_state, c.remote.data) for c in copies] == [
+            (666, [1, 2, 3]), (999, [1, 2, 3]), (999, [1, 2, 3])]
+        copies[0].local.data = [10, 9, 8]
+        copies[0].update(777)
+        wait_all(conns, lambda: sent.remote_state == 777, what="the consumer's state back")
+        assert sent.remote.data == [10, 9, 8]
+        assert not sent.settled and not fanned.settled
+    finally:
+        a.close()
+        b.close()

@@ -128,6 +128,19 @@ def test_no_amqp_subprotocol_gets_400_and_the_router_serves_on(
     _still_serves(hop, port)
 
 
+def test_the_older_binary_subprotocol_is_taken_as_amqp(start_router: StartRouter) -> None:
+    """rhea-based clients (qdrouterd's own console) ask for ``binary``, which
+    qdrouterd takes as ``amqp``; asked for both, the router answers ``amqp``."""
+    hop, port = _start(start_router)
+    ws = WsClient(port, subprotocols=("binary",))
+    assert ws.accepted is not None and ws.accepted.subprotocol == "binary"
+    ws.close()
+    ws = WsClient(port, subprotocols=("binary", "amqp"))
+    assert ws.accepted is not None and ws.accepted.subprotocol == "amqp"
+    ws.close()
+    _still_serves(hop, port)
+
+
 def test_websockets_no_leaves_the_listener_plain_http(start_router: StartRouter) -> None:
     _, port = _start(start_router, HTTP_LISTENER.replace("http: yes",
                                                          "http: yes\n    websockets: no"))

@@ -534,7 +534,7 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "connector": ConnectorEntities(connectors, certificates, clock),
         "connection": ConnectionEntities(connections, clock, core),
         "router.link": RouterLinks(
-            lambda: sample_credit(c.core for c in connections.listed()), clock),
+            lambda: sample_credit(c.core for c in connections.listed()), clock, core),
         "router.address": RouterAddresses(core, stats.siblings),
         "router.node": RouterNodes(core, lambda t: time.time() - (clock() - t)),
         "router.config.address": ConfigAddresses(core),

@@ -1,4 +1,5 @@
-"""AMQP over WebSockets (RFC 6455, subprotocol ``amqp``), as qdrouterd's
+"""AMQP over WebSockets (RFC 6455, subprotocol ``amqp``, or ``binary``, the
+name older clients ask for, qdrouterd's own console among them), as qdrouterd's
 listeners with ``http: yes`` and ``websockets: yes`` accept it.
 
 A WebSocket connection is an AMQP connection like any other: the HTTP
@@ -39,8 +40,11 @@ __all__ = ["SUBPROTOCOL", "Channel", "is_upgrade", "upgrade"]
 
 log = logging.getLogger(__name__)
 
-#: The subprotocol a client must ask for (as qdrouterd's).
+#: The subprotocol a client must ask for (as qdrouterd's), and the older
+#: name qdrouterd takes as the same (rhea-based clients, its console, ask
+#: for it); a client asking for both gets ``amqp``.
 SUBPROTOCOL = "amqp"
+SUBPROTOCOLS = (SUBPROTOCOL, "binary")
 
 # Close codes (RFC 6455 section 7.4.1).
 _NORMAL = 1000
@@ -59,7 +63,7 @@ def is_upgrade(request: h11.Request) -> bool:
 def upgrade(request: h11.Request, tls: TlsPipe | None = None) -> Channel | str:
     """Answer a WebSocket upgrade request: a channel whose ``out`` holds
     the ``101`` response, or why it is refused (not a handshake wsproto
-    accepts, or no ``amqp`` subprotocol asked for), for a ``400``; ``tls``:
+    accepts, or neither ``amqp`` nor ``binary`` asked for), for a ``400``; ``tls``:
     the connection's TLS, which the channel goes on with."""
     ws = WSConnection(ConnectionType.SERVER)
     try:
@@ -69,10 +73,11 @@ def upgrade(request: h11.Request, tls: TlsPipe | None = None) -> Channel | str:
         return str(error)
     if not isinstance(event, Request):
         return "not a WebSocket handshake"
-    if SUBPROTOCOL not in event.subprotocols:
+    chosen = next((name for name in SUBPROTOCOLS if name in event.subprotocols), None)
+    if chosen is None:
         return f"WebSocket subprotocol '{SUBPROTOCOL}' required"
     channel = Channel(ws, tls)
-    channel.emit(ws.send(AcceptConnection(subprotocol=SUBPROTOCOL)))
+    channel.emit(ws.send(AcceptConnection(subprotocol=chosen)))
     return channel
 
 

@@ -104,8 +104,11 @@ int hop_next_event(void *collector, int pop, void **ptrs, int64_t *ints)
                 if (delivery_aborted(d))
                     flags |= 4;
             }
+            uint64_t state = delivery_remote_state(d);
+            if (state)
+                flags |= 8;
             ints[1] = flags;
-            ints[2] = (int64_t)delivery_remote_state(d);
+            ints[2] = (int64_t)state;
         } else if (t == t_link_flow) {
             ptrs[2] = event_link(e);
         }

@@ -14,8 +14,10 @@ behave alike (tests/unit/adapter/test_accel.py).
 - ``ptrs``: ``[event, delivery, link]``; the delivery for a delivery event,
   the link for a delivery or link-flow event.
 - ``ints``: for a delivery event ``[pending bytes, flags, remote state]``,
-  flags being ``PARTIAL``, ``SETTLED`` and ``ABORTED`` (tested only when
-  settled: proton marks an aborted transfer settled).
+  flags being ``PARTIAL``, ``SETTLED``, ``ABORTED`` (tested only when
+  settled: proton marks an aborted transfer settled) and ``STATE`` (the
+  peer gave the delivery a state: a consumer's disposition, or a
+  producer's transfer that carries one).
 
 PN_TRANSPORT events are consumed without being returned: they only say
 that a connection has output, which the handlers record themselves.  So
@@ -34,6 +36,7 @@ from router.adapter.pn import NULL, ffi, lib
 PARTIAL: Final = 1
 SETTLED: Final = 2
 ABORTED: Final = 4
+STATE: Final = 8
 
 # The order hop_accel_init takes them in.
 _FUNCTIONS = (
@@ -120,8 +123,11 @@ def _next_event(collector: Any, pop: int, ptrs: Any, ints: Any) -> int:
                 flags |= SETTLED
                 if pn_delivery_aborted(d):
                     flags |= ABORTED
+            state = pn_delivery_remote_state(d)
+            if state:
+                flags |= STATE
             ints[1] = flags
-            ints[2] = pn_delivery_remote_state(d)
+            ints[2] = state
         elif t == _PN_LINK_FLOW:
             ptrs[2] = pn_event_link(e)
         return t
@@ -222,6 +228,7 @@ PYTHON: Final = {"next_event": _next_event, "recv_whole": _recv_whole,
                  "relay_whole": _relay_whole, "pass_outcome": _pass_outcome,
                  "event_arrays": _python_arrays}
 
-__all__ = ["ABORTED", "COMPILED", "PARTIAL", "PYTHON", "SETTLED", "SKIPPED", "event_arrays",
+__all__ = ["ABORTED", "COMPILED", "PARTIAL", "PYTHON", "SETTLED", "SKIPPED", "STATE",
+           "event_arrays",
            "next_event", "pass_outcome", "recv_whole", "relay_whole", "send_copy",
            "update_settle"]

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from addressing import Distribution, choose_balanced, choose_closest
-from router.adapter.forwarding.accel import ABORTED, PARTIAL, SETTLED, recv_whole
+from router.adapter.forwarding.accel import ABORTED, PARTIAL, SETTLED, STATE, recv_whole
 from router.adapter.forwarding.dispositions import Dispositions
 from router.adapter.forwarding.message_log import log_message
 from router.adapter.forwarding.network import NetworkForwarding
-from router.adapter.forwarding.outcomes import Outcomes, whole
+from router.adapter.forwarding.outcomes import Outcomes, copy_disposition, whole
 from router.adapter.forwarding.redelivery import Redelivery
 from router.adapter.forwarding.sending import Sender, StreamingLinks, local_copy
 from router.adapter.forwarding.streaming import HIGH_WATER, STREAM_AT, Streams
@@ -53,11 +53,13 @@ from router.core import (
     user_id_of,
 )
 from router.core.message import NO_ANNOTATIONS
-from router.core.settlement import REJECTED
+from router.core.settlement import REJECTED, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
 _MULTICAST = Distribution.MULTICAST
+#: Transfers that take the slower way in (``_incoming_in_pieces``).
+_UNUSUAL: Final = PARTIAL | STATE
 #: What ``producers_to_read`` answers when no producer is held (never changed).
 _NONE: Final[list[Any]] = []
 _CLOSEST = Distribution.CLOSEST
@@ -69,6 +71,7 @@ pn_delivery_pending: Final = lib.pn_delivery_pending
 pn_delivery_aborted: Final = lib.pn_delivery_aborted
 pn_delivery_settled: Final = lib.pn_delivery_settled
 pn_delivery_settle: Final = lib.pn_delivery_settle
+pn_delivery_remote_state: Final = lib.pn_delivery_remote_state
 pn_link_recv: Final = lib.pn_link_recv
 pn_link_advance: Final = lib.pn_link_advance
 pn_link_credit: Final = lib.pn_link_credit
@@ -125,9 +128,10 @@ class Forwarder:
     def incoming(self, d: Any, il: InLink, n: int, flags: int) -> None:
         """A PN_DELIVERY event on a router-incoming link, with its pending
         bytes and flags as ``accel.next_event`` found them."""
-        if n == 0 or flags & PARTIAL or il.partial is not None:
+        if n == 0 or flags & _UNUSUAL or il.partial is not None:
             # Rare: an update to a delivery already taken (nothing pending,
-            # not readable), an empty transfer, or a multi-frame one.
+            # not readable), an empty transfer, a multi-frame one, or one
+            # whose transfer carries a state.
             if not pn_delivery_readable(d):
                 if flags & SETTLED:
                     self.outcomes.producer_settled(d, il)
@@ -203,6 +207,8 @@ class Forwarder:
             pn_delivery_settle(d)
             d = None
         self.route(d, il, data)
+        if d is not None:
+            self._pass_state(d, il)
 
     def _stream_begin(self, d: Any, il: InLink) -> None:
         """A message still arriving has grown to ``STREAM_AT``: route it on what
@@ -221,7 +227,31 @@ class Forwarder:
         if settled:
             il.presettled += 1
         self.route(None if settled else d, il, head, stream)
+        if not settled:
+            self._pass_state(d, il)
         self.streams.started(stream)
+
+    def _pass_state(self, d: Any, il: InLink) -> None:
+        """A producer's transfer carried a state (DISPATCH-1703: an extension
+        state and its data; docs/routing.md#settlement-and-dispositions): its
+        copies carry it too, those sent already and those that wait."""
+        state = pn_delivery_remote_state(d)
+        if not state or state in TERMINAL_STATES:
+            return
+        ref = il.unsettled.get(d)
+        if ref is None:
+            return
+        ref.state = state
+        if type(ref) is Transfer:
+            if ref.out_delivery is not None:
+                copy_disposition(ref.out_delivery, d, state)
+                if ref.out_link is not None:
+                    self.dirty.add(ref.out_link.conn.handle)
+            return
+        assert isinstance(ref, Fanout)
+        for od, ol in ref.copies.items():
+            copy_disposition(od, d, state)
+            self.dirty.add(ol.conn.handle)
 
     def _user_id_allowed(self, d: Any, il: InLink, data: bytes) -> bool:
         """Policy without allowUserIdProxy (docs/routing.md#receiving-a-message): a

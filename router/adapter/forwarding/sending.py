@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 
 from router.adapter.forwarding.accel import send_copy
 from router.adapter.forwarding.message_log import log_message
-from router.adapter.forwarding.outcomes import Outcomes
+from router.adapter.forwarding.outcomes import Outcomes, copy_disposition
 from router.adapter.pending import Counters, Pending
 from router.adapter.pn import ffi, lib
 from router.core import (
@@ -68,9 +68,17 @@ def local_copy(ol: OutLink, data: bytes, info: MessageInfo, ann: RouterAnnotatio
                reader: MessageReader) -> tuple[bytes, bool]:
     """The bytes for a local consumer of a message that may carry router
     annotations: stripped here from the scan already made, so that the
-    send does not scan the message again; ``False`` says no keys remain."""
+    send does not scan the message again; ``False`` says no keys remain.
+    A copy of a message that entered the network at another router is
+    counted for the consumer's ingress histogram (``OutLink.ingress``)."""
     if ann is None:
         return data, False
+    origin = ann.origin
+    if origin is not None:
+        counts = ol.ingress
+        if counts is None:
+            ol.ingress = counts = {}
+        counts[origin] = counts.get(origin, 0) + 1
     if ol.conn.strip_out:
         return reader.strip_router_annotations(data, info), False
     return data, True
@@ -161,6 +169,8 @@ class Sender:
                 ref.out_delivery = od
                 ref.out_link = ol
                 ol.unsettled[od] = ref
+                if ref.state:
+                    copy_disposition(od, d, ref.state)
         else:
             assert isinstance(ref, Fanout)
             if ref.in_delivery is None or ol.presettle:
@@ -169,6 +179,8 @@ class Sender:
             else:
                 ref.copies[od] = ol
                 ol.unsettled[od] = ref
+                if ref.state:
+                    copy_disposition(od, ref.in_delivery, ref.state)
 
     def egress_annotations(self, ol: OutLink, data: bytes) -> bytes:
         """The message as sent to ``ol``: router keys stripped, or this router's
@@ -291,12 +303,16 @@ class Sender:
                 ref.out_link = ol
                 ol.unsettled[od] = ref
                 owed = False
+                if ref.state:
+                    copy_disposition(od, ref.in_delivery, ref.state)
         else:
             assert isinstance(ref, Fanout)
             if ref.in_delivery is not None and not ol.presettle:
                 ref.copies[od] = ol
                 ol.unsettled[od] = ref
                 owed = False
+                if ref.state:
+                    copy_disposition(od, ref.in_delivery, ref.state)
         if stream.complete:
             self.stream_copy_end(ol, od, ref, owed)
             if self.trunks is not None:

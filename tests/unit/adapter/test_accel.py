@@ -167,6 +167,27 @@ def test_an_aborted_transfer_is_settled_and_aborted(impl: dict[str, Any]) -> Non
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_transfer_that_carries_a_state_is_flagged(impl: dict[str, Any]) -> None:
+    """A producer's transfer with a state (an extension state) has STATE
+    set and its state read; one without has neither."""
+    pair = Pair(impl)
+    sender, _rlink = _producer(pair)
+    plain = sender.delivery(_tag(1))
+    sender.send(BODY)
+    sender.advance()
+    stated = sender.delivery(_tag(2))
+    stated.local.data = [1, 2, 3]
+    stated.update(666)
+    sender.send(BODY)
+    sender.advance()
+    del plain
+    pair.pump()
+    got = pair.deliveries()
+    assert [(flags & accel.STATE, state) for _d, _l, (_n, flags, state) in got] == [
+        (0, 0), (accel.STATE, 666)]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_a_copy_sent_arrives_whole_and_its_outcome_comes_back(impl: dict[str, Any]) -> None:
     pair = Pair(impl)
     receiver, slink = _open_links(pair, client_sends=False)
