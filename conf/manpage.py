@@ -87,7 +87,7 @@ Ports are numbers or the service names \fBamqp\fR (5672) and \fBamqps\fR (5671).
 Every problem in the file is reported at once, one per line, as
 \fIfile\fB:\fIline\fB:\fIcolumn\fB: \fImessage\fR, and
 .B hopd
-exits with status 2.
+exits with status 1.
 Unknown sections and attributes are errors; the nearest valid name is suggested.
 .SS Differences from qdrouterd
 Hop is stricter than qdrouterd where qdrouterd would start with a broken setting:
@@ -144,7 +144,7 @@ Every profile is loaded at start\-up: a missing or unreadable file, a key that d
 not load (a wrong or missing \fBpassword\fR) or refused \fBciphers\fR or
 \fBprotocols\fR stop
 .B hopd
-with status 2 before any port opens.
+with status 1 before any port opens.
 An encrypted key is never asked for on the terminal.
 SIGHUP reads the profiles' files again for the connections made from then on; a
 profile that no longer loads keeps its previous files, and the error is logged.

@@ -53,7 +53,8 @@ def _check_router_id(text: str) -> str | None:
     if not text:
         return "a router id must not be empty"
     if len(text) > MAX_ROUTER_ID_LENGTH:
-        return f"a router id has at most {MAX_ROUTER_ID_LENGTH} characters, got {len(text)}"
+        return (f"a router id of {len(text)} characters exceeds the maximum allowed length, "
+                f"{MAX_ROUTER_ID_LENGTH}")
     for char in text:
         if unicodedata.category(char)[0] in "CZ":
             return f"character {char!r} (U+{ord(char):04X}) is not allowed in a router id"

@@ -353,7 +353,7 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
         sections = vhost_sections(cfg)
         policy = build_policy(cfg, sections)
     except (TlsError, SaslError, ValueError, conf.ConfError) as exc:
-        raise ServiceError(str(exc), status=2) from None
+        raise ServiceError(str(exc), status=1) from None
     engine = build_engine(core=core, router_id=router_id, connectors=connectors,
                           section=cfg.router, policy=policy, policy_section=cfg.policy,
                           vhost_sections=sections, tls_profiles=profiles,
@@ -421,7 +421,7 @@ def _announced_host(listener: Listener, interface: str | None) -> str:
         if interface is None:
             raise ServiceError(
                 "discovery: the announced listener listens on every address; set "
-                "'interface' to the address peers should connect to", status=2)
+                "'interface' to the address peers should connect to", status=1)
         return interface
     return listener.host
 
@@ -434,18 +434,18 @@ def discovery_settings(section: conf.DiscoverySection,
 
     Raises:
         ServiceError: no listener to announce, or the secret file cannot be read
-            (status 2).
+            (status 1).
     """
     if section.listener is not None:
         chosen = [li for li in bound if li.settings.name == section.listener]
         if not chosen:
-            raise ServiceError(f"discovery: no listener named {section.listener!r}", status=2)
+            raise ServiceError(f"discovery: no listener named {section.listener!r}", status=1)
     else:
         chosen = [li for li in bound if li.settings.role is Role.INTER_ROUTER]
         if len(chosen) != 1:
             raise ServiceError(
                 f"discovery: {len(chosen)} inter-router listeners; name the one to announce "
-                "with 'listener'", status=2)
+                "with 'listener'", status=1)
     announced = chosen[0]
     host = _announced_host(announced, section.interface)
     interface = section.interface or host
@@ -459,7 +459,7 @@ def discovery_settings(section: conf.DiscoverySection,
         except OSError as exc:
             raise ServiceError(
                 f"discovery: cannot read secretFile {section.secret_file}: {exc.strerror}",
-                status=2) from None
+                status=1) from None
     return DiscoverySettings(
         group=section.group, address=section.address, port=section.port,
         interface=interface, ttl=section.ttl, interval_s=section.announce_interval / 1000.0,

@@ -277,7 +277,7 @@ def _reopen_logs() -> None:
               help="An sslProfile that does not load (a missing file, a wrong password, "
                    "protocols or ciphers OpenSSL refuses): log it and start, as qdrouterd "
                    "does (a listener naming it closes every connection, a connector naming "
-                   "it fails every attempt), or stop the start-up with status 2.")
+                   "it fails every attempt), or stop the start-up with status 1.")
 @click.option("--workers", "workers", type=click.IntRange(min=1, max=1024), default=None,
               metavar="N",
               help="Run the router on N cores: N worker processes seen from outside as one "
@@ -295,25 +295,25 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
             conf.load(check_path)
         except conf.ConfError as exc:
             _report(exc)
-            sys.exit(2)
+            sys.exit(1)
         click.echo(f"{check_path}: configuration is valid")
         sys.exit(0)
     try:
         cfg, source = _load(config_path)
     except conf.ConfError as exc:
         _report(exc)
-        sys.exit(2)
+        sys.exit(1)
     if cfg.discovery is not None and cfg.router.mode.value != "interior":
         click.echo("hopd: a discovery group needs router mode: interior", err=True)
-        sys.exit(2)
+        sys.exit(1)
     if user is not None and os.geteuid() != 0:
         click.echo(f"hopd: -U {user} needs hopd to be started as root", err=True)
-        sys.exit(2)
+        sys.exit(1)
     try:
         _configure_logging(cfg)
     except (ValueError, OSError) as exc:
         click.echo(f"hopd: cannot set up logging: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(1)
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
                              user=user, shutdown_grace_s=shutdown_grace_s,
@@ -322,7 +322,7 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
                                  "HOP_RAISE_INTERNAL_ERRORS") == "1")
     if workers is not None and workers > 1 and cfg.discovery is not None:
         click.echo("hopd: --workers does not go with a discovery group yet", err=True)
-        sys.exit(2)
+        sys.exit(1)
     count, why_one = worker_count(cfg, workers)
     if why_one:
         log.log(logs.NOTICE, "%s", why_one)

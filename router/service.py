@@ -107,16 +107,16 @@ def drop_privileges(user: str) -> None:
     """Become ``user`` and its group (after the listeners are open).
 
     Raises:
-        ServiceError: not running as root, or no such user (status 2).
+        ServiceError: not running as root, or no such user (status 1).
     """
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        raise ServiceError(f"no such user: {user!r}", status=2) from None
+        raise ServiceError(f"no such user: {user!r}", status=1) from None
     if os.geteuid() != 0:
         if os.geteuid() == entry.pw_uid:
             return
-        raise ServiceError(f"-U {user} needs hopd to be started as root", status=2)
+        raise ServiceError(f"-U {user} needs hopd to be started as root", status=1)
     try:
         os.initgroups(entry.pw_name, entry.pw_gid)
         os.setgid(entry.pw_gid)

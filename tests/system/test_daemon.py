@@ -49,14 +49,14 @@ BAD_CONFS = [
 
 
 @pytest.mark.parametrize(("what", "text", "expected"), BAD_CONFS, ids=[b[0] for b in BAD_CONFS])
-def test_bad_conf_exits_2_with_position_and_opens_no_port(tmp_path: Path, what: str, text: str,
+def test_bad_conf_exits_1_with_position_and_opens_no_port(tmp_path: Path, what: str, text: str,
                                                          expected: str) -> None:
     port = free_port()
     listener = f"listener {{\n    host: 127.0.0.1\n    port: {port}\n}}\n"
     conf_path = tmp_path / "bad.conf"
     conf_path.write_text(text + listener)
     result = _run("-c", str(conf_path))
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 1, result.stderr
     assert re.search(re.escape(str(conf_path)) + expected, result.stderr), result.stderr
     assert "Listening on" not in result.stderr + result.stdout
     assert not _port_open(port)
@@ -67,7 +67,7 @@ def test_all_errors_are_reported_at_once(tmp_path: Path) -> None:
     conf_path.write_text(
         "listener {\n    prot: 0\n}\naddress {\n    prefix: a\n    pattern: b\n}\n")
     result = _run("--check-conf", str(conf_path))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert f"{conf_path}:2:" in result.stderr
     assert f"{conf_path}:4:" in result.stderr or f"{conf_path}:5:" in result.stderr \
         or f"{conf_path}:6:" in result.stderr
@@ -83,7 +83,7 @@ def test_check_conf_accepts_a_valid_file(tmp_path: Path) -> None:
 
 def test_missing_conf_file_is_an_error(tmp_path: Path) -> None:
     result = _run("-c", str(tmp_path / "absent.conf"))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "absent.conf" in result.stderr
 
 

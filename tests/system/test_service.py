@@ -83,11 +83,11 @@ def test_daemon_returns_once_operational_and_the_pidfile_holds_its_pid(
     assert "Shut Down" in log.read_text()
 
 
-def test_daemon_with_a_bad_conf_exits_2_with_the_error_and_leaves_nothing(
+def test_daemon_with_a_bad_conf_exits_1_with_the_error_and_leaves_nothing(
         tmp_path: Path) -> None:
     done = daemon(tmp_path, "router {\n    mode: sideways\n}\n", "-P",
                   str(tmp_path / "hopd.pid"))
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert f"{tmp_path / 'hopd.conf'}:2:" in done.stderr
     assert not (tmp_path / "hopd.pid").exists()
     ps = subprocess.run(["pgrep", "-f", str(tmp_path / "hopd.conf")], capture_output=True)
@@ -221,7 +221,7 @@ def test_user_option_is_refused_when_not_root(tmp_path: Path,
     conf.write_text(conf_text(free_port()))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     result = CliRunner().invoke(hopd, ["-c", str(conf), "-U", "root"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "-U root needs hopd to be started as root" in result.output
 
 

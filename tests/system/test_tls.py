@@ -166,7 +166,7 @@ def test_a_bad_uid_name_mapping_file_stops_a_start_told_to_stop(pki: Pki,
                                                         f"    uidNameMappingFile: {names}\n")))
     done = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert f"sslProfile 'tls': uidNameMappingFile {names}: expected a JSON map" in done.stderr
 
 
@@ -210,7 +210,7 @@ def test_an_unusable_profile_stops_a_start_told_to_stop_naming_the_file(
         "port: 0", f"port: {port}")))
     done = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
                           capture_output=True, text=True, timeout=30)
-    assert done.returncode == 2
+    assert done.returncode == 1
     expected = says.format(missing=missing, cert=pki.server_cert, key=encrypted)
     assert expected in done.stdout + done.stderr
     assert "Listening on" not in done.stdout + done.stderr
@@ -235,7 +235,7 @@ def test_a_profile_that_does_not_load_is_logged_and_what_names_it_refuses(
         listener=listeners))
     stopped = subprocess.run(hopd_command("-c", str(conf_path), "--tls-errors", "stop"),
                              capture_output=True, text=True, timeout=30)
-    assert stopped.returncode == 2
+    assert stopped.returncode == 1
     assert "sslProfile 'old': OpenSSL refuses protocols 'SSLv23'" in stopped.stderr
     assert "Listening on" not in stopped.stdout + stopped.stderr
     log_path = tmp_path / "hop.log"

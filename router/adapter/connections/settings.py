@@ -22,7 +22,7 @@ MAX_SESSIONS = 32768
 
 
 class SaslError(Exception):
-    """A SASL setting that cannot be used (exit status 2 at start-up)."""
+    """A SASL setting that cannot be used (exit status 1 at start-up)."""
 
 
 #: The name of a worker's listener and connectors for its sibling workers

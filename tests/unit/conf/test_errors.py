@@ -368,7 +368,7 @@ def test_router_id_with_a_control_character_is_refused() -> None:
 def test_router_id_longer_than_127_characters_is_refused() -> None:
     assert diagnostics("router {\n    id: " + "x" * 128 + "\n}\n") == [
         "hopd.conf:2:9: invalid value for 'id' in section 'router': "
-        "a router id has at most 127 characters, got 128"
+        "a router id of 128 characters exceeds the maximum allowed length, 127"
     ]
 
 
