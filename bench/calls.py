@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cproton_ffi import ffi, lib
 
@@ -245,8 +245,9 @@ def instrumented(tally: Tally) -> Iterator[int]:
 
 
 @contextmanager
-def counting_run_once(tally: Tally) -> Iterator[None]:
-    """``Engine.run_once`` switches the tally on for its duration."""
+def counting_run_once(tally: Tally, allocations: Switch | None = None) -> Iterator[None]:
+    """``Engine.run_once`` switches the tally (and ``allocations``) on for its
+    duration."""
     from router.adapter.engine import Engine
 
     original = Engine.__dict__["run_once"]
@@ -254,10 +255,14 @@ def counting_run_once(tally: Tally) -> Iterator[None]:
     def run_once(self: Engine, timeout: float) -> None:
         tally.wakeups += 1
         tally.active = True
+        if allocations is not None:
+            allocations.on()
         try:
             original(self, timeout)
         finally:
             tally.active = False
+            if allocations is not None:
+                allocations.off()
 
     Engine.run_once = run_once  # type: ignore[method-assign]
     try:
@@ -267,6 +272,14 @@ def counting_run_once(tally: Tally) -> Iterator[None]:
 
 
 # -- the run --------------------------------------------------------------------------
+
+
+class Switch(Protocol):
+    """A counter switched on while the router runs (``bench.allocations``)."""
+
+    def on(self) -> None: ...
+
+    def off(self) -> None: ...
 
 
 @dataclass
@@ -325,9 +338,12 @@ class Counts:
         }
 
 
-def count(n: int, window: int = 1000) -> Counts:
-    """Move ``n`` messages as ``bench.engine_cost`` does, counting the router's
-    proton calls and events.  Raises RuntimeError on a compiled build."""
+def count(n: int, window: int = 1000, *, allocations: Switch | None = None,
+          **scenario: Any) -> Counts:
+    """Move ``n`` messages as ``bench.engine_cost`` does (``scenario``: its
+    ``measure``'s keyword arguments), counting the router's proton calls and
+    events, and with ``allocations`` switched on inside the router.  Raises
+    RuntimeError on a compiled build."""
     compiled = compiled_hot_modules()
     if compiled:
         raise RuntimeError(f"compiled modules cannot be counted: {', '.join(compiled)}; "
@@ -335,8 +351,8 @@ def count(n: int, window: int = 1000) -> Counts:
     from bench.engine_cost import measure
 
     tally = Tally()
-    with instrumented(tally) as replaced, counting_run_once(tally):
-        _seconds, moved = measure(n, window=window)
+    with instrumented(tally) as replaced, counting_run_once(tally, allocations):
+        _seconds, moved = measure(n, window=window, **scenario)
     return Counts(messages=moved, wakeups=tally.wakeups, replaced=replaced, calls=tally.calls,
                   events=tally.events, deliveries=tally.deliveries, flows=tally.flows,
                   accelerated=tally.accelerated)

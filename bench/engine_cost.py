@@ -77,28 +77,36 @@ class _Client:
 
 
 def measure(count: int, window: int = 1000,
-            profiler: cProfile.Profile | None = None) -> tuple[float, int]:
-    """Seconds spent in the router for ``count`` messages, and messages moved."""
-    core = Router(router_id="Cost", addresses=AddressTable(), token=lambda: "t")
+            profiler: cProfile.Profile | None = None, *, receivers: int = 1,
+            addresses: AddressTable | None = None, address: str = "cost") -> tuple[float, int]:
+    """Seconds spent in the router for ``count`` messages, and messages moved
+    (accepted at the sender).  ``receivers`` consumers of ``address`` each
+    accept every message they get; ``addresses`` says how it is distributed
+    (balanced by default)."""
+    core = Router(router_id="Cost", addresses=addresses or AddressTable(), token=lambda: "t")
     engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False,
                           raise_internal_errors=True)
     listener = bind(engine, [listener_settings(conf.ListenerSection(host="127.0.0.1",
                                                                     port="0"))])[0]
-    recv = _Client(engine, listener, "recv")
+    consumers = []
+    for i in range(receivers):
+        recv = _Client(engine, listener, f"recv{i}")
+        rlink = recv.session.receiver("r")
+        rlink.source.address = address
+        rlink.open()
+        rlink.flow(window)
+        consumers.append((recv, rlink))
     send = _Client(engine, listener, "send")
-    rlink = recv.session.receiver("r")
-    rlink.source.address = "cost"
-    rlink.open()
-    rlink.flow(window)
     slink = send.session.sender("s")
-    slink.target.address = "cost"
+    slink.target.address = address
     slink.open()
+    clients = [*(recv for recv, _ in consumers), send]
     sent = accepted = received = 0
     tag = 0
     in_router = 0.0
     clock = time.thread_time  # CPU time: preemption by other processes is not counted
     while accepted < count:
-        for client in (recv, send):
+        for client in clients:
             client.io()
         if profiler is not None:
             profiler.enable()
@@ -107,18 +115,19 @@ def measure(count: int, window: int = 1000,
         in_router += clock() - t0
         if profiler is not None:
             profiler.disable()
-        for client in (recv, send):
+        for client in clients:
             client.io()
-        for event in recv.events():
-            if event.type == Event.DELIVERY and not event.delivery.partial:
-                delivery = event.delivery
-                rlink.recv(delivery.pending)
-                rlink.advance()
-                delivery.update(Delivery.ACCEPTED)
-                delivery.settle()
-                received += 1
-                if rlink.credit < window // 2:
-                    rlink.flow(window - rlink.credit)
+        for recv, rlink in consumers:
+            for event in recv.events():
+                if event.type == Event.DELIVERY and not event.delivery.partial:
+                    delivery = event.delivery
+                    rlink.recv(delivery.pending)
+                    rlink.advance()
+                    delivery.update(Delivery.ACCEPTED)
+                    delivery.settle()
+                    received += 1
+                    if rlink.credit < window // 2:
+                        rlink.flow(window - rlink.credit)
         for event in send.events():
             if event.type == Event.DELIVERY and event.delivery.settled:
                 accepted += 1
