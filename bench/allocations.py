@@ -75,6 +75,7 @@ static void passed_free(void *ctx, void *ptr)
 void hop_alloc_install(void)
 {
     if (installed) return;
+    allocations = reallocations = 0;
     for (int i = 0; i < 2; i++) {
         PyMem_GetAllocator(domains[i], &previous[i]);
         PyMemAllocatorEx hook = {&previous[i], counted_malloc, counted_calloc,
@@ -153,7 +154,8 @@ class Counter:
 
 @contextmanager
 def counting() -> Iterator[Counter]:
-    """The hooks installed for the duration (counting off until ``on``)."""
+    """The hooks installed for the duration, the counts from 0 (counting off
+    until ``on``)."""
     lib = _load().lib
     lib.hop_alloc_install()
     try:

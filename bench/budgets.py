@@ -70,6 +70,9 @@ SCENARIOS = (
              "100 B unsettled, each copy accepted",
              lambda: {"address": "multicast/cost", "receivers": 3,
                       "addresses": _multicast_table()}),
+    Scenario("link-routed", "one producer whose link is routed to a broker on a "
+             "route-container connection, 100 B unsettled, accepted by the broker",
+             lambda: {"address": "lr", "link_routed": True}),
 )
 
 

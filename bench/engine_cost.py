@@ -18,10 +18,11 @@ import socket
 import time
 from typing import Any
 
-from proton import Collector, Connection, Delivery, Event, Message, Transport
+from proton import Collector, Connection, Delivery, Endpoint, Event, Message, Transport
 
 import conf
-from addressing import AddressTable
+from addressing import AddressTable, Direction
+from linkroute import LinkRouteSpec
 from router.adapter import Engine, listener_settings
 from router.assembly import bind, build_engine
 from router.core import Router
@@ -78,24 +79,39 @@ class _Client:
 
 def measure(count: int, window: int = 1000,
             profiler: cProfile.Profile | None = None, *, receivers: int = 1,
-            addresses: AddressTable | None = None, address: str = "cost") -> tuple[float, int]:
+            addresses: AddressTable | None = None, address: str = "cost",
+            link_routed: bool = False) -> tuple[float, int]:
     """Seconds spent in the router for ``count`` messages, and messages moved
     (accepted at the sender).  ``receivers`` consumers of ``address`` each
     accept every message they get; ``addresses`` says how it is distributed
-    (balanced by default)."""
-    core = Router(router_id="Cost", addresses=addresses or AddressTable(), token=lambda: "t")
+    (balanced by default).  ``link_routed``: the consumer is a broker on a
+    route-container connection, and the producer's link to ``address`` is
+    routed to it (a link route for the address, direction ``in``)."""
+    routes = (LinkRouteSpec(prefix=address, direction=Direction.IN, container_id="broker"),) \
+        if link_routed else ()
+    core = Router(router_id="Cost", addresses=addresses or AddressTable(), token=lambda: "t",
+                  link_routes=routes)
     engine = build_engine(core=core, router_id="Cost", clock=lambda: 0.0, management=False,
                           raise_internal_errors=True)
-    listener = bind(engine, [listener_settings(conf.ListenerSection(host="127.0.0.1",
-                                                                    port="0"))])[0]
-    consumers = []
-    for i in range(receivers):
+    listener, brokers = bind(engine, [
+        listener_settings(conf.ListenerSection(host="127.0.0.1", port="0")),
+        listener_settings(conf.ListenerSection(host="127.0.0.1", port="0",
+                                               role=conf.Role.ROUTE_CONTAINER))])
+    consumers: list[tuple[_Client, Any]] = []
+    if link_routed:
+        consumers.append((_Client(engine, brokers, "broker"), None))
+    for i in range(0 if link_routed else receivers):
         recv = _Client(engine, listener, f"recv{i}")
         rlink = recv.session.receiver("r")
         rlink.source.address = address
         rlink.open()
         rlink.flow(window)
         consumers.append((recv, rlink))
+    if link_routed:  # the route is there once the broker's connection is open
+        for _ in range(10):
+            for client, _link in consumers:
+                client.io()
+            engine.run_once(0)
     send = _Client(engine, listener, "send")
     slink = send.session.sender("s")
     slink.target.address = address
@@ -117,9 +133,19 @@ def measure(count: int, window: int = 1000,
             profiler.disable()
         for client in clients:
             client.io()
-        for recv, rlink in consumers:
+        for index, (recv, rlink) in enumerate(consumers):
             for event in recv.events():
-                if event.type == Event.DELIVERY and not event.delivery.partial:
+                if event.type == Event.SESSION_REMOTE_OPEN \
+                        and event.session.state & Endpoint.LOCAL_UNINIT:
+                    event.session.open()  # the router's session for a routed link
+                elif event.type == Event.LINK_REMOTE_OPEN and rlink is None:
+                    rlink = event.link  # the routed link, at the broker
+                    rlink.source.copy(rlink.remote_source)
+                    rlink.target.copy(rlink.remote_target)
+                    rlink.open()
+                    rlink.flow(window)
+                    consumers[index] = (recv, rlink)
+                elif event.type == Event.DELIVERY and not event.delivery.partial:
                     delivery = event.delivery
                     rlink.recv(delivery.pending)
                     rlink.advance()

@@ -53,6 +53,8 @@ def test_allocations_are_counted_only_while_on() -> None:
         assert counter.allocations == during, "nothing is counted while off"
     assert during >= 1000, "each new list is at least one allocation"
     assert len(kept) + len(made) + len(more) == 2010
+    with counting() as again:
+        assert again.allocations == 0, "each count starts from nothing"
 
 
 def test_every_scenario_is_within_its_budgets() -> None:
