@@ -1,10 +1,11 @@
 """Per-message budgets: what the router does for each message, counted, and
 checked against the figures kept in ``bench/budgets.json``.
 
-Each scenario moves messages through one in-process router as
-``bench.engine_cost`` does (clients over socket pairs, driven on the same
-thread, so the run is the same every time) and counts, inside
-``Engine.run_once`` only:
+Each scenario moves messages through in-process routers as
+``bench.engine_cost`` does (clients over socket pairs, routers joined by
+Unix sockets, all driven on the same thread with a clock that stands still,
+so the run is the same every time) and counts, inside ``Engine.run_once``
+only:
 
 - ``proton_calls``: proton C calls (``bench.calls``: the router's modules
   and proton's Python API);
@@ -73,6 +74,10 @@ SCENARIOS = (
     Scenario("link-routed", "one producer whose link is routed to a broker on a "
              "route-container connection, 100 B unsettled, accepted by the broker",
              lambda: {"address": "lr", "link_routed": True}),
+    Scenario("line-of-three", "three interior routers in a line, the producer on the "
+             "first and the consumer on the last, 100 B unsettled, accepted (the three "
+             "routers' counts together)",
+             lambda: {"address": "cost", "line": True}),
 )
 
 
