@@ -97,7 +97,8 @@ class RouterProcess:
     """A running router; ``ports`` are its listeners' bound ports, in order."""
 
     def __init__(self, conf_text: str, name: str = "bench", timeout: float = 60.0,
-                 flavour: Flavour = HOP, ready: str = "Operational") -> None:
+                 flavour: Flavour = HOP, ready: str = "Operational",
+                 env: dict[str, str] | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"hop-bench-{name}-"))
         self.conf = self.dir / "hopd.conf"
         self.conf.write_text(conf_text)
@@ -105,7 +106,8 @@ class RouterProcess:
         self.started = started = time.perf_counter()
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen([*flavour.command, "-c", str(self.conf)],
-                                         stdout=log, stderr=subprocess.STDOUT)
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **env} if env else None)
         expected = conf_text.count("listener {")
         deadline = time.monotonic() + timeout
         while True:

@@ -2,7 +2,9 @@
 as asked (docs/reliability.md#the-soak).
 
 ``python -m bench.soak --minutes 30 --out DIR`` (``--qdrouterd PATH``: the
-same network of qdrouterd instead)
+same network of qdrouterd instead; ``--tracemalloc FRAMES``: each hopd's
+Python heap traced, and the sites that grew from the end of the warm-up to
+the end in the report, docs/reliability.md#what-grows)
 
 Four interior routers in a full mesh (R0..R3), an edge router (E0) under R2,
 and a RabbitMQ node as route container of R0.  Traffic, every message
@@ -60,6 +62,8 @@ from typing import Any
 import attrs
 
 from bench.build import build
+from bench.heap import growth as heap_growth
+from bench.heap import lines as heap_lines
 from bench.processes import (
     HOP,
     Flavour,
@@ -72,6 +76,8 @@ from bench.processes import (
     rss_bytes,
     start,
 )
+from router.heap import ENV_DIRECTORY, ENV_FRAMES
+from router.heap import SUFFIX as HEAP_SUFFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "org.apache.qpid.dispatch.router.config.address"
@@ -144,6 +150,8 @@ class Node:
     process: RouterProcess | None = None
     logs: list[Path] = attrs.Factory(list)
     restarts: int = 0
+    #: Environment of its processes (``--tracemalloc``: HOP_TRACEMALLOC).
+    env: dict[str, str] = attrs.Factory(dict)
 
     @property
     def url(self) -> str:
@@ -151,7 +159,7 @@ class Node:
 
     def start(self) -> None:
         self.process = RouterProcess(self.conf, name=self.name, flavour=self.flavour,
-                                     timeout=120.0)
+                                     timeout=120.0, env=self.env)
         self.logs.append(self.process.log)
 
     def stop(self, kill: bool = False) -> None:
@@ -390,6 +398,10 @@ def run(args: argparse.Namespace) -> int:
         for queue in QUEUES:
             broker.declare_durable_queue(queue)
         nodes.extend(network(flavour, broker.port))
+        if args.tracemalloc:
+            for node in nodes:
+                node.env = {ENV_DIRECTORY: str(work / "heap" / node.name),
+                            ENV_FRAMES: str(args.tracemalloc)}
         for node in nodes:
             node.start()
         _wait("the network converged and the broker's links attached",
@@ -497,10 +509,13 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     mgmt_round = 0
     restart_turn = 0
     kills = 0
+    heaps: dict[str, int] = {}  # the pid of each router snapshotted after warm-up
     while True:
         now = time.monotonic() - started
         if now >= plan.seconds:
             break
+        if args.tracemalloc and not heaps and now >= plan.warmup_s + plan.window_s:
+            heaps = _snapshot_heaps(nodes, samples, now)
         for node in nodes:
             if node.process is not None and not node.alive:
                 failures.append(f"{node.name} exited by itself at {now:.0f} s")
@@ -581,7 +596,42 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
         failures.append(f"{manage_failed} management rounds failed")
     result["routers_after"] = _routers_after(nodes, failures)
     result["memory"] = _memory(samples, plan, nodes, failures)
+    if heaps:
+        result["heap"] = _heap_growth(nodes, heaps, _snapshot_heaps(nodes, samples, end),
+                                      failures)
     return result
+
+
+def _snapshot_heaps(nodes: list[Node], samples: Samples, now: float) -> dict[str, int]:
+    """SIGUSR2 to each router that traces its heap; the pid of each asked."""
+    asked = {}
+    for node in nodes:
+        if node.env and node.alive and node.process is not None:
+            node.process.proc.send_signal(signal.SIGUSR2)
+            asked[node.name] = node.process.proc.pid
+    samples.events.append((now, "heap snapshots"))
+    return asked
+
+
+def _heap_growth(nodes: list[Node], warm: dict[str, int], last: dict[str, int],
+                 failures: list[str]) -> dict[str, Any]:
+    """Each router's top growing allocation sites from its snapshot after
+    warm-up to its last (routers restarted between them have none)."""
+    out: dict[str, Any] = {}
+    for node in nodes:
+        pid = warm.get(node.name)
+        if pid is None or last.get(node.name) != pid:
+            continue
+        folder = Path(node.env[ENV_DIRECTORY])
+        names = [folder / f"hopd-{pid}-{k}{HEAP_SUFFIX}" for k in (1, 2)]
+        deadline = time.monotonic() + 60.0
+        while not all(p.exists() for p in names) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not all(p.exists() for p in names):
+            failures.append(f"{node.name}: its heap snapshots were not written")
+            continue
+        out[node.name] = heap_growth(names[0], names[1], top=10)
+    return out
 
 
 def _seconds(value: float | None) -> str:
@@ -765,6 +815,9 @@ def _text(report: dict[str, Any]) -> str:
                          f"{m['final_mb']:.1f} MB at the end (max {m['max_mb']:.1f}), "
                          f"fds {m['fds_warm']} -> {m['fds_final']}, CPU {m['cpu_s']:.0f} s"
                          + (" (restarted)" if m["restarted"] else ""))
+        for name, sites in sorted(report.get("heap", {}).items()):
+            lines.append(f"  {name}: heap growth after warm-up, top sites:")
+            lines += [f"    {line}" for line in heap_lines(sites)]
         for name, a in sorted(report["routers_after"].items()):
             lines.append(f"  {name} after: {a['links']} links, {a['unsettled']} unsettled, "
                          f"{a['client_connections']} client connections")
@@ -816,6 +869,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds for outcomes and consumers to drain at the end")
     parser.add_argument("--qdrouterd", default="", metavar="PATH",
                         help="run the soak on this qdrouterd instead of hopd")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                        help="hopd only: trace each router's Python allocations (FRAMES "
+                             "frames each), snapshot them after warm-up and at the end, "
+                             "and report the top growing sites (slows the routers)")
     return run(parser.parse_args(argv))
 
 

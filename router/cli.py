@@ -24,6 +24,7 @@ import router
 from router import logs, service
 from router.adapter import Engine
 from router.assembly import assemble, random_token
+from router.heap import HeapSnapshots
 from router.workers import Joined, Supervisor, WorkerPlan, worker_count
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class ServiceOptions:
     #: Tests (HOP_RAISE_INTERNAL_ERRORS=1): an unexpected exception handling
     #: an event stops the router instead of being logged.
     raise_internal_errors: bool = False
+    #: ``HOP_TRACEMALLOC``: Python's allocations traced, a snapshot on SIGUSR2.
+    heap: HeapSnapshots | None = None
 
 
 class _Begun:
@@ -160,6 +163,8 @@ def serve(cfg: conf.RouterConf, source: str,
     signal.signal(signal.SIGTERM, lambda *_: engine.stop())
     signal.signal(signal.SIGINT, lambda *_: engine.stop())
     signal.signal(signal.SIGHUP, lambda *_: engine.defer(_on_sighup(engine)))
+    if options.heap is not None:
+        signal.signal(signal.SIGUSR2, lambda *_: engine.defer(_on_sigusr2(options.heap)))
     if worker is not None:
         log.log(logs.NOTICE, "Operational, worker %d of %d, node %s (process ID %d)",
                 worker.index, worker.count, router_id, os.getpid())
@@ -234,6 +239,14 @@ def _on_sighup(engine: Engine) -> Callable[[], None]:
         _reopen_logs()
         engine.reload_tls()
     return reload
+
+
+def _on_sigusr2(heap: HeapSnapshots | None) -> Callable[[], None]:
+    """SIGUSR2 with ``HOP_TRACEMALLOC`` set: a snapshot of the heap (router/heap.py)."""
+    def snapshot() -> None:
+        if heap is not None:
+            heap.write()
+    return snapshot
 
 
 def _reopen_logs() -> None:
@@ -314,12 +327,19 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
     except (ValueError, OSError) as exc:
         click.echo(f"hopd: cannot set up logging: {exc}", err=True)
         sys.exit(1)
+    try:
+        heap = HeapSnapshots.from_environment(os.environ)
+    except ValueError as exc:
+        click.echo(f"hopd: {exc}", err=True)
+        sys.exit(1)
+    if heap is not None:
+        heap.start()
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
                              user=user, shutdown_grace_s=shutdown_grace_s,
                              tls_errors_stop=tls_errors == "stop", test_hooks=test_hooks,
                              raise_internal_errors=os.environ.get(
-                                 "HOP_RAISE_INTERNAL_ERRORS") == "1")
+                                 "HOP_RAISE_INTERNAL_ERRORS") == "1", heap=heap)
     if workers is not None and workers > 1 and cfg.discovery is not None:
         click.echo("hopd: --workers does not go with a discovery group yet", err=True)
         sys.exit(1)

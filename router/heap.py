@@ -1,0 +1,79 @@
+"""Snapshots of the router's Python heap on request, to find what grows
+(docs/reliability.md#what-grows).
+
+With ``HOP_TRACEMALLOC=DIR`` in its environment, hopd traces Python's
+allocations from its start (``tracemalloc``, ``HOP_TRACEMALLOC_FRAMES``
+frames kept of each allocation's stack, 1 unless set) and, on each
+SIGUSR2, writes a snapshot of what is allocated to
+``DIR/hopd-PID-N.tracemalloc`` (N counting from 1), written whole before it
+takes its name, and logs where.  ``tracemalloc.Snapshot.load`` reads it;
+two of them compared (``Snapshot.compare_to``) give the allocation sites
+that grew between them.  Tracing slows every allocation, so it is for
+soaks and investigations, not for a router in service.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tracemalloc
+from collections.abc import Mapping
+from pathlib import Path
+
+from router import logs
+
+log = logging.getLogger("router.heap")
+
+ENV_DIRECTORY = "HOP_TRACEMALLOC"
+ENV_FRAMES = "HOP_TRACEMALLOC_FRAMES"
+SUFFIX = ".tracemalloc"
+
+
+class HeapSnapshots:
+    """Tracing started, and snapshots written to ``directory`` on request."""
+
+    def __init__(self, directory: Path, frames: int = 1) -> None:
+        self.directory = directory
+        self.frames = frames
+        self.written = 0
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> HeapSnapshots | None:
+        """The snapshots ``HOP_TRACEMALLOC`` asks for, or None.
+
+        Raises:
+            ValueError: ``HOP_TRACEMALLOC_FRAMES`` is not a whole number from 1.
+        """
+        directory = env.get(ENV_DIRECTORY)
+        if not directory:
+            return None
+        text = env.get(ENV_FRAMES, "1")
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{ENV_FRAMES} must be a whole number from 1, got {text!r}")
+        return cls(Path(directory), int(text))
+
+    def start(self) -> None:
+        tracemalloc.start(self.frames)
+        log.log(logs.NOTICE, "Tracing Python's allocations (%d frame%s each); SIGUSR2 writes "
+                "a snapshot to %s", self.frames, "" if self.frames == 1 else "s",
+                self.directory)
+
+    def write(self) -> Path | None:
+        """Write one snapshot (tracemalloc's own allocations left out); None,
+        with the reason logged, where it cannot be written."""
+        self.written += 1
+        path = self.directory / f"hopd-{os.getpid()}-{self.written}{SUFFIX}"
+        partial = path.with_name(path.name + ".partial")
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(False, tracemalloc.__file__)])
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            snapshot.dump(str(partial))
+            partial.replace(path)
+        except OSError as exc:
+            log.error("Cannot write the memory snapshot %s: %s", path, exc.strerror or exc)
+            return None
+        size = sum(stat.size for stat in snapshot.statistics("filename"))
+        log.log(logs.NOTICE, "Memory snapshot written to %s (%.1f MB traced)", path,
+                size / 2**20)
+        return path
