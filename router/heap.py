@@ -22,7 +22,7 @@ from pathlib import Path
 
 from router import logs
 
-log = logging.getLogger("router.heap")
+log = logging.getLogger(__name__)
 
 ENV_DIRECTORY = "HOP_TRACEMALLOC"
 ENV_FRAMES = "HOP_TRACEMALLOC_FRAMES"
