@@ -20,6 +20,7 @@ import selectors
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from proton import Connection, Endpoint, Message, Transport
 
@@ -146,6 +147,70 @@ def send_unsettled(port: int, address: str, count: int, size: int = 100,
         yield sent
     finally:
         conn.sock.close()
+
+
+class Receivers:
+    """Receiving links attached by ``attach_receivers``: ``close`` detaches
+    them all (their connections stay open) and waits for the router's
+    answers."""
+
+    def __init__(self, clients: list[tuple[_Client, list[Any]]], timeout: float) -> None:
+        self.clients = clients
+        self.timeout = timeout
+
+    def close(self) -> None:
+        for conn, links in self.clients:
+            for link in links:
+                link.close()
+            conn.flush()
+        _pump_until(self.clients, lambda link: bool(link.state & Endpoint.REMOTE_CLOSED),
+                    self.timeout, "detached")
+
+
+def _pump_until(clients: list[tuple[_Client, list[Any]]], done: Any, timeout: float,
+                what: str) -> None:
+    deadline = time.monotonic() + timeout
+    waiting = {conn.sock: (conn, links) for conn, links in clients}
+    while waiting:
+        if time.monotonic() > deadline:
+            left = sum(1 for _, links in waiting.values() for link in links if not done(link))
+            raise RuntimeError(f"{left} links not {what} in {timeout:.0f} s")
+        for sock in select.select(list(waiting), [], [], 1.0)[0]:
+            conn, links = waiting[sock]
+            conn.read()
+            conn.flush()
+            if all(done(link) for link in links):
+                del waiting[sock]
+
+
+@contextlib.contextmanager
+def attach_receivers(port: int, count: int, per_connection: int, prefix: str,
+                     timeout: float = 600.0) -> Iterator[Receivers]:
+    """Attach ``count`` receiving links, each from its own address
+    ``prefix/N``, ``per_connection`` of them on each connection (one session
+    each), granting no credit; yield once the router has answered every
+    attach, and hold the connections open while inside."""
+    clients: list[tuple[_Client, list[Any]]] = []
+    try:
+        for c in range(-(-count // per_connection)):
+            conn = _Client(port, c)
+            session = conn.connection.session()
+            session.open()
+            links = []
+            for n in range(c * per_connection, min(count, (c + 1) * per_connection)):
+                link = session.receiver(f"{prefix}-{n}")
+                link.source.address = f"{prefix}/{n}"
+                link.target.address = f"{prefix}/{n}"
+                link.open()
+                links.append(link)
+            conn.flush()
+            clients.append((conn, links))
+        _pump_until(clients, lambda link: bool(link.state & Endpoint.REMOTE_ACTIVE),
+                    timeout, "attached")
+        yield Receivers(clients, timeout)
+    finally:
+        for conn, _ in clients:
+            conn.sock.close()
 
 
 def wait_ready(port: int, timeout: float = 60.0) -> None:

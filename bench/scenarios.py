@@ -60,6 +60,11 @@ class Scale:
     # Edge routers simulated under one interior (bench.sim.edges).
     sim_edges: int = 1000
     broker_count: int = 50_000
+    # Receiving links on one connection, each from its own address (many-links),
+    # and addresses each with one such consumer, 10,000 a connection
+    # (many-consumer-addresses).
+    links: int = 10_000
+    consumer_addresses: int = 100_000
     # Connections opened and closed by the churn scenario.
     churn_connections: int = 10_000
     # Very large messages: their size and how many (bench.large).
@@ -71,7 +76,8 @@ class Scale:
 
 SMOKE = Scale(count=2000, big_count=200, latency_seconds=1.0, idle_connections=50,
               addresses=200, compare_addresses=100, mesh=3, edges=3, sim_routers=10, sim_grid=3,
-              sim_edges=50, broker_count=500, churn_connections=100, large_size=4 * 2**20,
+              sim_edges=50, broker_count=500, links=200, consumer_addresses=400,
+              churn_connections=100, large_size=4 * 2**20,
               large_count=1, timeout=120.0, start_timeout=120.0)
 
 
@@ -399,6 +405,46 @@ def many_addresses(flavour: Flavour = HOP, *, compare: bool = False,
     return run
 
 
+#: Receiving links each connection of many-consumer-addresses carries.
+LINKS_PER_CONNECTION = 10_000
+
+
+def many_links(flavour: Flavour = HOP, *, addresses: bool = False
+               ) -> Callable[[dict[str, Path], Scale], Record]:
+    """Resident memory of a router serving many receiving links, each from
+    its own address (so each brings an address of its own): ``Scale.links``
+    of them on one connection, or with ``addresses`` ``Scale.consumer_addresses``
+    of them, ``LINKS_PER_CONNECTION`` a connection.  The memory per link is
+    over the router before they attached; once they have all detached, what
+    the router still holds is reported too."""
+    def run(bins: dict[str, Path], scale: Scale) -> Record:
+        from bench.idle import attach_receivers, wait_ready
+
+        n = scale.consumer_addresses if addresses else scale.links
+        per = LINKS_PER_CONNECTION if addresses else n
+        with RouterProcess(router_conf(flavour=flavour, idle_timeout=0),
+                           flavour=flavour) as router:
+            wait_ready(router.ports[0])
+            time.sleep(0.5)
+            base, cpu0 = router.rss(), router.cpu()
+            started = time.monotonic()
+            with attach_receivers(router.ports[0], n, per, "links",
+                                  timeout=scale.timeout) as links:
+                attach_s = time.monotonic() - started
+                cpu = router.cpu() - cpu0
+                loaded = _settled_rss(router)
+                links.close()
+                detached = _settled_rss(router)
+            if router.proc.poll() is not None:
+                raise RuntimeError(f"{flavour.name} exited holding the links")
+        return {"links": n, "links_per_connection": per, "rss_mb": loaded / 2**20,
+                "baseline_rss_mb": base / 2**20, "kb_per_link": (loaded - base) / 1024 / n,
+                "attach_per_s": n / attach_s, "router_cpu_ms_per_link": cpu * 1e3 / n,
+                "detached_rss_mb": detached / 2**20,
+                "kb_per_link_after_detach": (detached - base) / 1024 / n}
+    return run
+
+
 SCENARIOS = [
     Scenario(name="direct-100", kind="throughput", run=direct(False),
              description="no router: hop-send to hop-recv, 100 B, unsettled (the ceiling)"),
@@ -445,6 +491,12 @@ SCENARIOS = [
     Scenario(name="many-addresses-10k", kind="scale", run=many_addresses(compare=True),
              description="start-up time and memory with as many configured addresses as "
                          "qdrouterd's run (10,000 at full scale)"),
+    Scenario(name="many-links", kind="scale", run=many_links(),
+             description="resident memory with receiving links on one connection, each "
+                         "from its own address (10,000 at full scale)"),
+    Scenario(name="many-consumer-addresses", kind="scale", run=many_links(addresses=True),
+             description="resident memory with addresses each with one consumer, 10,000 "
+                         "a connection (100,000 at full scale)"),
 ]
 
 
@@ -824,6 +876,13 @@ def compared(flavour: Flavour) -> list[Scenario]:
         Scenario(name=f"{flavour.name}:stalled-consumers", kind="scale",
                  run=stalled_consumers(flavour),
                  description=f"{flavour.name}, resident memory with stalled consumers"),
+        Scenario(name=f"{flavour.name}:many-links", kind="scale", run=many_links(flavour),
+                 description=f"{flavour.name}, resident memory with receiving links on one "
+                             "connection"),
+        Scenario(name=f"{flavour.name}:many-consumer-addresses", kind="scale",
+                 run=many_links(flavour, addresses=True),
+                 description=f"{flavour.name}, resident memory with addresses each with one "
+                             "consumer"),
         Scenario(name=f"{flavour.name}:many-addresses-10k", kind="scale",
                  run=many_addresses(flavour, compare=True),
                  description=f"{flavour.name}, start-up time and memory with configured "
