@@ -198,7 +198,7 @@ def test_memory_says_there_are_no_pools_and_shows_the_process_size(hop: Hop) -> 
     output = hopstat(hop, "-m")
     assert "No memory pool statistics" in output
     [summary] = table(output, "Memory Summary")
-    assert re.fullmatch(r"[\d.]+ (KiB|MiB|GiB)", summary["VmSize"]), summary
+    assert re.fullmatch(r"[\d.]+ (KiB|MiB|GiB|TiB)", summary["VmSize"]), summary
     assert summary["Pooled"] == "-"
 
 
