@@ -62,6 +62,7 @@ from typing import Any
 import attrs
 
 from bench.build import build
+from bench.fit import slope
 from bench.heap import growth as heap_growth
 from bench.heap import lines as heap_lines
 from bench.processes import (
@@ -770,6 +771,10 @@ def _memory(samples: Samples, plan: Plan, nodes: list[Node],
                              "max_mb": max(r[1] for r in rows),
                              "fds_warm": window[0][2], "fds_final": final[2],
                              "cpu_s": sum(_cpu_spans(rows)), "restarted": node.restarts > 0}
+        if node.restarts == 0:
+            # How fast it grew after the warm-up (bench.fit), for the report.
+            memory[node.name]["slope"] = slope(
+                [(r[0], r[1]) for r in rows if r[0] >= plan.warmup_s]).as_dict()
         if node.restarts == 0 and final[1] > warm * (1 + MEMORY_MARGIN):
             failures.append(f"{node.name}: resident memory {final[1]:.1f} MB at the end, "
                             f"{warm:.1f} MB after warm-up")
@@ -815,6 +820,13 @@ def _text(report: dict[str, Any]) -> str:
                          f"{m['final_mb']:.1f} MB at the end (max {m['max_mb']:.1f}), "
                          f"fds {m['fds_warm']} -> {m['fds_final']}, CPU {m['cpu_s']:.0f} s"
                          + (" (restarted)" if m["restarted"] else ""))
+            if "slope" in m:
+                s = m["slope"]
+                lines.append(f"    after warm-up {s['mb_per_hour']:+.2f} +/- "
+                             f"{s['stderr_mb_per_hour']:.2f} MB/h (halves "
+                             f"{s['first_half_mb_per_hour']:+.2f}, "
+                             f"{s['second_half_mb_per_hour']:+.2f})"
+                             + (", flat" if s["flat"] else ""))
         for name, sites in sorted(report.get("heap", {}).items()):
             lines.append(f"  {name}: heap growth after warm-up, top sites:")
             lines += [f"    {line}" for line in heap_lines(sites)]

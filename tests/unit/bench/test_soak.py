@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import soak
 from bench.processes import HOP
 from bench.soak_clients import RECORD, Requester
@@ -102,6 +104,12 @@ def test_memory_fails_a_router_that_kept_growing_but_not_a_restarted_one() -> No
     memory = soak._memory(samples, plan, nodes, failures)
     assert [f.split(":")[0] for f in failures] == ["R0"]
     assert memory["R1"]["final_mb"] == memory["R1"]["warm_mb"] == 40.0
+    # The slope after warm-up: 0.1 MB a second is 360 MB an hour; none for
+    # a router restarted in the run.
+    assert memory["R0"]["slope"]["mb_per_hour"] == pytest.approx(360.0)
+    assert not memory["R0"]["slope"]["flat"]
+    assert memory["R1"]["slope"]["flat"] and memory["R1"]["slope"]["mb_per_hour"] == 0.0
+    assert "slope" not in memory["R2"]
 
 
 def test_a_requester_told_to_stop_waits_its_grace_for_open_requests() -> None:
