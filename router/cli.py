@@ -266,7 +266,7 @@ def _reopen_logs() -> None:
                    "127.0.0.1:5672).")
 @click.option("--check-conf", "check_path", type=click.Path(dir_okay=False),
               help="Validate a configuration file, report every error and exit "
-                   "(0 valid, 2 invalid).")
+                   "(0 valid, 1 invalid).")
 @click.option("-d", "--daemon", is_flag=True,
               help="Run in the background; exit 0 once the router is operational (every "
                    "listener open), or with the error and its status when it cannot start.")
