@@ -55,6 +55,7 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
+from conf.tcp import TcpConnectorSection, TcpListenerSection
 from conf.types import parse_boolean, port_number
 
 __all__ = [
@@ -97,6 +98,8 @@ __all__ = [
     "RouterSection",
     "SslProfileSection",
     "StripAnnotations",
+    "TcpConnectorSection",
+    "TcpListenerSection",
     "UserGroupSection",
     "VhostSection",
     "build_section",

@@ -55,6 +55,7 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
+from conf.tcp import TcpConnectorSection, TcpListenerSection
 from conf.types import ValueTypeError
 from linkroute import LinkRouteError, LinkRouteSpec
 
@@ -444,6 +445,8 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         auth_service_plugins=_sections(typed["authServicePlugin"], AuthServicePluginSection),
         exchanges=exchanges,
         bindings=bindings,
+        tcp_listeners=_sections(typed["tcpListener"], TcpListenerSection),
+        tcp_connectors=_sections(typed["tcpConnector"], TcpConnectorSection),
         consoles=_sections(typed["console"], ConsoleSection),
         discovery=next(iter(_sections(typed["discovery"], DiscoverySection)), None),
     )

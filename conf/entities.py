@@ -31,6 +31,7 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
+from conf.tcp import TcpConnectorSection, TcpListenerSection
 
 __all__ = [
     "ENTITY_TYPES",
@@ -190,6 +191,31 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
             "message without a subject matches no binding. An exchange may not bind one key "
             "to one next hop twice, nor a next hop that leads its messages back to it through "
             "the router's exchanges.",
+        ),
+    ),
+    EntityType(
+        conf_name="tcpListener",
+        cls=TcpListenerSection,
+        summary="A TCP port whose connections are carried to a service: each client's "
+        "connection reaches a tcpConnector of the same address.",
+        details=(
+            "Each connection accepted goes to one of the address's connectors, the one "
+            "with the fewest open connections; a connector whose service refuses is "
+            "passed over and the next one tried. While the address has no connector the "
+            "connection is held, unread, until one is configured (as qdrouterd 1.18 did). "
+            "Bytes travel both ways as they come; a side that ends its stream (half-close) "
+            "ends it on the other side, and a reset is passed on as a reset. "
+            "Connectors on this router are served now; those on other routers are not "
+            "yet reached (docs/tcp.md).",
+        ),
+    ),
+    EntityType(
+        conf_name="tcpConnector",
+        cls=TcpConnectorSection,
+        summary="A TCP service the router connects to for the connections of an address.",
+        details=(
+            "A connection is opened to the service for each client connection that the "
+            "address's listeners give this connector; nothing is opened ahead of them.",
         ),
     ),
     EntityType(

@@ -21,6 +21,7 @@ from conf.sections import (
     SslProfileSection,
     VhostSection,
 )
+from conf.tcp import TcpConnectorSection, TcpListenerSection
 from linkroute import LinkRouteSpec
 
 __all__ = ["RouterConf"]
@@ -43,6 +44,8 @@ class RouterConf:
     auth_service_plugins: tuple[AuthServicePluginSection, ...] = ()
     exchanges: tuple[ExchangeSpec, ...] = ()
     bindings: tuple[BindingSpec, ...] = ()
+    tcp_listeners: tuple[TcpListenerSection, ...] = ()
+    tcp_connectors: tuple[TcpConnectorSection, ...] = ()
     #: Deprecated ``console`` sections: kept so the file renders back, not applied.
     consoles: tuple[ConsoleSection, ...] = ()
     #: The peer group this router joins (``discovery``), if any.

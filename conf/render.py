@@ -71,6 +71,8 @@ def _sections_by_type(conf: RouterConf) -> dict[str, Sequence[Section]]:
         "autoLink": [AutoLinkSection.from_spec(spec) for spec in conf.auto_links],
         "exchange": [ExchangeSection.from_spec(spec) for spec in conf.exchanges],
         "binding": [BindingSection.from_spec(spec) for spec in conf.bindings],
+        "tcpListener": conf.tcp_listeners,
+        "tcpConnector": conf.tcp_connectors,
         "log": conf.logs,
         "policy": [conf.policy] if conf.policy != PolicySection() else [],
         "vhost": conf.vhosts,

@@ -347,6 +347,24 @@ class PortType(ValueType):
         return f"port: {self.minimum}..65535, amqp (5672) or amqps (5671)"
 
 
+class TcpPortType(ValueType):
+    """A TCP service's port number, 1..65535 (0..65535 with ``allow_zero``),
+    for the TCP bridges (docs/tcp.md).  Service names are not looked up, so
+    that a file means the same on every machine; the text is kept."""
+
+    def __init__(self, *, allow_zero: bool) -> None:
+        self.minimum = 0 if allow_zero else 1
+
+    def convert(self, node: Node) -> str:
+        text = _text(node, "a port number")
+        if text.isascii() and text.isdigit() and self.minimum <= int(text) <= 65535:
+            return text
+        raise ValueTypeError(f"expected a port number {self.minimum}..65535, got {text!r}")
+
+    def describe(self) -> str:
+        return f"port number: {self.minimum}..65535"
+
+
 class JsonMapType(ValueType):
     """A JSON object with string keys; ``check_key`` may refuse keys (returning why)."""
 

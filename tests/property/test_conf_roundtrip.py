@@ -35,6 +35,8 @@ from conf import (
     RouterMode,
     RouterSection,
     SslProfileSection,
+    TcpConnectorSection,
+    TcpListenerSection,
     UserGroupSection,
     VhostSection,
     parse,
@@ -50,6 +52,7 @@ from conf.types import (
     NameListType,
     PortType,
     StringType,
+    TcpPortType,
     ValueType,
 )
 from linkroute import LinkRouteError
@@ -117,6 +120,8 @@ def value_strategy(conf_name: str, value_type: ValueType) -> st.SearchStrategy[A
         return st.sampled_from(list(value_type.enum_type))
     if isinstance(value_type, PortType):
         return st.sampled_from(["amqp", "amqps"]) | st.integers(value_type.minimum, 65535).map(str)
+    if isinstance(value_type, TcpPortType):
+        return st.integers(value_type.minimum, 65535).map(str)
     if isinstance(value_type, NameListType):
         return st.lists(st.text(max_size=6), max_size=3).map(tuple)
     assert isinstance(value_type, JsonMapType)
@@ -267,6 +272,12 @@ PLUGINS = st.lists(sections(AuthServicePluginSection, ssl_profile=st.none(),
                             host=st.sampled_from(["auth", "127.0.0.1"])), max_size=1)
 POLICIES = sections(PolicySection)
 CONSOLES = st.lists(sections(ConsoleSection), max_size=1)
+TCP_ADDRESSES = st.text(min_size=1, max_size=8)
+TCP_LISTENERS = st.lists(sections(TcpListenerSection, address=TCP_ADDRESSES), max_size=2,
+                         unique_by=lambda s: s.name)
+TCP_CONNECTORS = st.lists(
+    sections(TcpConnectorSection, address=TCP_ADDRESSES, host=st.text(min_size=1, max_size=8)),
+    max_size=2, unique_by=lambda s: s.name)
 
 
 @st.composite
@@ -299,6 +310,8 @@ def router_confs(draw: st.DrawFn) -> RouterConf:
         exchanges=tuple(exchange_specs),
         bindings=tuple(binding_specs),
         consoles=tuple(draw(CONSOLES)),
+        tcp_listeners=tuple(draw(TCP_LISTENERS)),
+        tcp_connectors=tuple(draw(TCP_CONNECTORS)),
     )
 
 

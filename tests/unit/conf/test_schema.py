@@ -27,6 +27,8 @@ from conf import (
     RouterSection,
     SslProfileSection,
     StripAnnotations,
+    TcpConnectorSection,
+    TcpListenerSection,
     VhostSection,
     parse,
     parse_boolean,
@@ -52,6 +54,8 @@ MINIMAL_SECTIONS = {
     "vhost": "vhost {\n    hostname: example.com\n}\n",
     "console": "console {\n    proxy: /bin/p\n    home: /srv\n}\n",
     "discovery": "discovery {\n    group: g\n}\n",
+    "tcpListener": "tcpListener {\n    port: 9090\n    address: t\n}\n",
+    "tcpConnector": "tcpConnector {\n    host: h\n    port: 80\n    address: t\n}\n",
 }
 
 
@@ -82,6 +86,8 @@ def test_every_entity_type_parses_with_defaults() -> None:
         vhosts=(VhostSection(hostname="example.com"),),
         consoles=(ConsoleSection(proxy="/bin/p", home="/srv"),),
         discovery=DiscoverySection(group="g"),
+        tcp_listeners=(TcpListenerSection(port="9090", address="t"),),
+        tcp_connectors=(TcpConnectorSection(host="h", port="80", address="t"),),
     )
 
 
