@@ -479,17 +479,23 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
                                 clients.urls(*order), "--batch", "20")
                   for order in (("R0", "R2", "E0"), ("R3", "R1"))]
 
-    # The bulk flow's calibration, with all the rest running.
+    # The bulk flow's calibration, with all the rest running (unless its
+    # rate is given: two soaks side by side would calibrate against each other).
     bins = build()
     r0, r1 = nodes[0].url, nodes[1].url
-    n = plan.calibrate_bulk
-    recv = start([str(bins["hop-recv"]), r1, "soak.bulk", "--count", str(n), "--timeout", "300"])
-    time.sleep(1.0)
-    sent = finish(start([str(bins["hop-send"]), r0, "soak.bulk", "--count", str(n),
-                         "--timeout", "300"]), 330)
-    finish(recv, 330)
-    bulk_capacity = float(sent["rate"])
-    bulk_rate = bulk_capacity / 2
+    bulk_capacity: float | None = None
+    if args.bulk_rate:
+        bulk_rate = float(args.bulk_rate)
+    else:
+        n = plan.calibrate_bulk
+        recv = start([str(bins["hop-recv"]), r1, "soak.bulk", "--count", str(n),
+                      "--timeout", "300"])
+        time.sleep(1.0)
+        sent = finish(start([str(bins["hop-send"]), r0, "soak.bulk", "--count", str(n),
+                             "--timeout", "300"]), 330)
+        finish(recv, 330)
+        bulk_capacity = float(sent["rate"])
+        bulk_rate = bulk_capacity / 2
     bulk_n = int(bulk_rate * plan.seconds)
     limit = str(plan.seconds + 600)
     bulk_recv = start([str(bins["hop-recv"]), r1, "soak.bulk", "--count", str(bulk_n),
@@ -795,7 +801,10 @@ def _text(report: dict[str, Any]) -> str:
         t = report["totals"]
         b = report["bulk"]
         if b:
-            lines.append(f"bulk: calibration {report['bulk_capacity_msg_s']:.0f} msg/s, run at "
+            capacity = report["bulk_capacity_msg_s"]
+            calibrated = (f"calibration {capacity:.0f} msg/s, run at" if capacity
+                          else "rate given:")
+            lines.append(f"bulk: {calibrated} "
                          f"{report['bulk_rate']:.0f}: {b['count']} sent, {b['accepted']} "
                          f"accepted, {b['released']} released, {b['modified']} modified, "
                          f"{b['received']} received")
@@ -881,6 +890,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds for outcomes and consumers to drain at the end")
     parser.add_argument("--qdrouterd", default="", metavar="PATH",
                         help="run the soak on this qdrouterd instead of hopd")
+    parser.add_argument("--bulk-rate", type=float, default=0.0, metavar="MSG_S",
+                        help="run the bulk flow at this rate instead of half of what a "
+                             "calibration run reaches (for soaks run side by side)")
     parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                         help="hopd only: trace each router's Python allocations (FRAMES "
                              "frames each), snapshot them after warm-up and at the end, "
