@@ -56,6 +56,7 @@ class LogModule(enum.Enum):
     CONN_MGR = "CONN_MGR"
     PYTHON = "PYTHON"
     PROTOCOL = "PROTOCOL"
+    TCP_ADAPTOR = "TCP_ADAPTOR"
     DEFAULT = "DEFAULT"
 
 

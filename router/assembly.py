@@ -66,9 +66,11 @@ from router.adapter.loop.eventloop import EventLoop
 from router.adapter.loop.timers import CoreTimers
 from router.adapter.pending import Pending
 from router.adapter.sweep import Sweep
+from router.adapter.tcp.bridges import TcpBridges, bridge_of
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
 from router.core.routing import ProtocolTimers
+from router.core.tcp import TcpServices
 from router.core.watch import Watch
 from router.service import ServiceError
 from router.workers import WorkerPlan
@@ -152,11 +154,12 @@ def build_engine(*, core: Router, router_id: str,
     group = PeerGroup(loop, connector_part)
     certificates = Certificates(profiles, listeners, connector_part, section,
                                 plugins={p.name or "": p for p in auth_service_plugins})
+    tcp = TcpBridges(loop, TcpServices())
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
                         connectors=connector_part, certificates=certificates, policy=policy,
                         policy_section=policy_section or conf.PolicySection(),
                         vhost_sections=vhost_sections if vhost_sections is not None else {},
-                        group=group, clock=clock)
+                        group=group, clock=clock, tcp=tcp)
     node = ManagementNode(
         core, forwarder, agent, effects.apply, policy, raise_internal_errors,
         siblings=worker.siblings() if worker is not None else (),
@@ -183,7 +186,7 @@ def build_engine(*, core: Router, router_id: str,
                     raise_internal_errors=raise_internal_errors)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
-                 console, relays, CoreTimers(core, effects.apply)):
+                 console, relays, tcp, CoreTimers(core, effects.apply)):
         loop.add_part(part)
     if node is not None and node.workers is not None:
         loop.add_part(node.workers)
@@ -192,7 +195,7 @@ def build_engine(*, core: Router, router_id: str,
     return Engine(router=core, loop=loop, transports=transports, events=events,
                   forwarder=forwarder, listeners=listeners, connectors=connector_part,
                   certificates=certificates, group=group,
-                  shutdown_grace_s=shutdown_grace_s)
+                  shutdown_grace_s=shutdown_grace_s, tcp=tcp)
 
 
 def _close(transports: Transports, conn: Connection, why: str) -> None:
@@ -375,6 +378,11 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     except OSError as exc:
         engine.close()
         raise ServiceError(f"Shutting down, required listener failed: {exc}") from None
+    try:
+        _tcp_bridges(engine, cfg, worker)
+    except OSError as exc:
+        engine.close()
+        raise ServiceError(f"Shutting down, required TCP listener failed: {exc}") from None
     if cfg.discovery is not None:
         try:
             engine.group.join(discovery_settings(cfg.discovery, bound), router_id, instance)
@@ -386,6 +394,19 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
             raise ServiceError(
                 f"cannot join peer group {cfg.discovery.group!r}: {exc}") from None
     return Assembled(engine, router_id, bound)
+
+
+def _tcp_bridges(engine: Engine, cfg: conf.RouterConf, worker: WorkerPlan | None) -> None:
+    """Open the TCP bridges (docs/tcp.md); with workers, the first worker
+    serves them all.  Raises OSError when a listener cannot listen."""
+    if not (cfg.tcp_listeners or cfg.tcp_connectors) or engine.tcp is None:
+        return
+    if worker is not None and worker.index != 0:
+        return
+    for connector in cfg.tcp_connectors:
+        engine.tcp.add_connector(bridge_of(connector))
+    for listener in cfg.tcp_listeners:
+        engine.tcp.add_listener(bridge_of(listener))
 
 
 def build_policy(cfg: conf.RouterConf, sections: dict[str, conf.VhostSection]) -> Policy:

@@ -60,6 +60,7 @@ MODULE_LOGGERS: dict[str, tuple[str, ...]] = {
     "MESSAGE": ("router.adapter.forwarding.message_log",),
     "AUTHSERVICE": ("router.adapter.connections.authservice",
                     "router.adapter.connections.saslplugin"),
+    "TCP_ADAPTOR": ("router.adapter.tcp",),
     "DEFAULT": ("addressing", "conf"),
 }
 MODULES = tuple(module.value for module in conf.LogModule)

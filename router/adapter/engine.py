@@ -23,6 +23,7 @@ from router.adapter.events import Events
 from router.adapter.forwarding.forwarder import Forwarder
 from router.adapter.forwarding.outcomes import settle_with
 from router.adapter.loop.eventloop import EventLoop
+from router.adapter.tcp.bridges import TcpBridges
 from router.core import Router
 from router.core.settlement import RELEASED
 
@@ -52,7 +53,8 @@ class Engine:
     def __init__(self, *, router: Router, loop: EventLoop, transports: Transports,
                  events: Events, forwarder: Forwarder, listeners: Listeners,
                  connectors: Connectors, certificates: Certificates,
-                 group: PeerGroup, shutdown_grace_s: float) -> None:
+                 group: PeerGroup, shutdown_grace_s: float,
+                 tcp: TcpBridges | None = None) -> None:
         self.router = router
         self.loop = loop
         self.transports = transports
@@ -63,6 +65,8 @@ class Engine:
         self.certificates = certificates
         self.group = group
         self.shutdown_grace_s = shutdown_grace_s
+        #: The TCP bridges (docs/tcp.md).
+        self.tcp = tcp
 
     # -- what the process sees ------------------------------------------------------
 

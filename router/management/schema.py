@@ -32,6 +32,8 @@ from router.management.statistics import (
     NodeStatistics,
     PolicyStatistics,
     RouterStatistics,
+    TcpBridgeStatistics,
+    TcpConnectionStatistics,
     VhostStatistics,
     declared,
 )
@@ -179,6 +181,16 @@ _TYPES: tuple[EntityType, ...] = (
     EntityType(name="connector", description="a peer the router connects to",
                extends="configurationEntity", conf_name="connector", operations=_CRD,
                attributes=_from_conf("connector", extra=_stats(ConnectorStatus))),
+    EntityType(name="tcpListener", description="a TCP port whose connections are carried "
+               "to a service (docs/tcp.md)", extends="configurationEntity",
+               conf_name="tcpListener", operations=_CRD,
+               attributes=_from_conf("tcpListener", extra=_stats(TcpBridgeStatistics))),
+    EntityType(name="tcpConnector", description="a TCP service the connections of an "
+               "address reach (docs/tcp.md)", extends="configurationEntity",
+               conf_name="tcpConnector", operations=_CRD,
+               attributes=_from_conf("tcpConnector", extra=_stats(TcpBridgeStatistics))),
+    EntityType(name="tcpConnection", description="a TCP connection carried by the router",
+               extends="operationalEntity", attributes=_stats(TcpConnectionStatistics)),
     EntityType(name="log", description="settings of one log module",
                extends="configurationEntity", conf_name="log", operations=("UPDATE",),
                attributes=_from_conf("log", updatable=(

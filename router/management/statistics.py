@@ -36,6 +36,8 @@ __all__ = [
     "PolicyStatistics",
     "RouterStatistics",
     "Stat",
+    "TcpBridgeStatistics",
+    "TcpConnectionStatistics",
     "VhostStatistics",
     "as_row",
     "declared",
@@ -424,6 +426,35 @@ class ConnectorStatus:
     reconnectAttempts: int = gauge("failed attempts in a row since the last success")
     nextRetrySeconds: int | None = gauge(
         "seconds until the next attempt (none while connected or failed)")
+
+
+@attrs.frozen(kw_only=True)
+class TcpBridgeStatistics:
+    """``tcpListener`` and ``tcpConnector``: the connections each carried
+    (docs/tcp.md); bytes in go from clients to services, out come back."""
+
+    connectionsOpened: int = counter("connections opened through this bridge")
+    connectionsClosed: int = counter("connections through this bridge that ended")
+    bytesIn: int = counter("bytes sent from clients to services on its connections")
+    bytesOut: int = counter("bytes sent from services to clients on its connections")
+    connectionsRefused: int = counter(
+        "connections its service refused or could not be reached for (a Hop extension)")
+
+
+@attrs.frozen(kw_only=True)
+class TcpConnectionStatistics:
+    """``tcpConnection``: one carried TCP connection, seen from one of its
+    sides (qdrouterd shows a client's side as in, a service's as out)."""
+
+    address: str = text("the address the connection is carried on")
+    host: str = text("the peer of this side, host:port")
+    direction: str = choice(("in", "out"), "in: a client connected to a tcpListener; "
+                            "out: the router connected to a tcpConnector's service")
+    bytesIn: int = counter("bytes sent from the client to the service")
+    bytesOut: int = counter("bytes sent from the service to the client")
+    uptimeSeconds: int = integer("seconds since the connection was accepted")
+    lastInSeconds: int = integer("seconds since the client last sent bytes")
+    lastOutSeconds: int = integer("seconds since the service last sent bytes")
 
 
 @attrs.frozen(kw_only=True)

@@ -32,8 +32,10 @@ from router.adapter.connections.state import Conn, Connector, Listener, remote_p
 from router.adapter.connections.tls import TlsError
 from router.adapter.endpoints.links import sample_credit
 from router.adapter.pn import lib, to_str
+from router.adapter.tcp.bridges import TcpBridges, bridge_of
 from router.core import Connection, Role, Router
 from router.core.policy import Policy
+from router.core.tcp import BridgeKind, TcpBridge
 from router.management import (
     Agent,
     Changed,
@@ -60,6 +62,8 @@ from router.management.statistics import (
     DiscoveryStatus,
     LogStatistics,
     PolicyStatistics,
+    TcpBridgeStatistics,
+    TcpConnectionStatistics,
     VhostStatistics,
     as_row,
 )
@@ -521,11 +525,95 @@ class LogStats(ReadOnly):
                 for module, counts in logs.RECORDER.counts.items()]
 
 
+class TcpBridgeEntities(ReadOnly):
+    """``tcpListener`` or ``tcpConnector`` (docs/tcp.md): the bridges with
+    what they carried.  CREATE starts one at once (a listener binds its port:
+    0 picks a free one, shown in the answer; a connector starts the
+    connections held for its address); DELETE stops one, and the
+    connections it carries go on until they end."""
+
+    def __init__(self, tcp: TcpBridges, kind: BridgeKind) -> None:
+        self._tcp = tcp
+        self._kind = kind
+
+    def _bridges(self) -> list[TcpBridge]:
+        services = self._tcp.services
+        return list(services.listeners if self._kind is BridgeKind.LISTENER
+                    else services.connectors)
+
+    @staticmethod
+    def _row(bridge: TcpBridge) -> Row:
+        row: Row = {"identity": bridge.identity, "name": bridge.name,
+                    "address": bridge.address, "host": bridge.host, "port": bridge.port,
+                    "siteId": bridge.site_id}
+        row.update(as_row(TcpBridgeStatistics(
+            connectionsOpened=bridge.opened, connectionsClosed=bridge.closed,
+            bytesIn=bridge.bytes_in, bytesOut=bridge.bytes_out,
+            connectionsRefused=bridge.refused)))
+        return row
+
+    def rows(self) -> Iterable[Row]:
+        return [self._row(b) for b in self._bridges()]
+
+    def create(self, name: str | None, attributes: dict[str, object]) -> Changed:
+        section = section_from(self._kind.value, name, attributes)
+        assert isinstance(section, conf.TcpListenerSection | conf.TcpConnectorSection)
+        bridge = bridge_of(section)
+        if any(b.name == bridge.name for b in self._bridges()):
+            raise ManagementError(400, f"a {self._kind.value} named {bridge.name!r} exists")
+        if self._kind is BridgeKind.LISTENER:
+            try:
+                self._tcp.add_listener(bridge)
+            except OSError as error:
+                raise ManagementError(
+                    400, f"Cannot listen on {bridge.host}:{bridge.port}: {error.strerror}"
+                ) from None
+        else:
+            self._tcp.add_connector(bridge)
+        return Changed(row=self._row(bridge))
+
+    def delete(self, row: Row) -> tuple[()]:
+        for bridge in self._bridges():
+            if bridge.identity == row["identity"]:
+                self._tcp.remove(bridge)
+                return ()
+        raise ManagementError(404, f"No entity with identity={row['identity']}")
+
+
+class TcpConnections(ReadOnly):
+    """``tcpConnection``: each carried TCP connection, a row for its client's
+    side (in) and, once connected, one for its service's (out)."""
+
+    def __init__(self, tcp: TcpBridges, clock: Callable[[], float]) -> None:
+        self._tcp = tcp
+        self._clock = clock
+
+    def rows(self) -> Iterable[Row]:
+        now = self._clock()
+        rows: list[Row] = []
+        for conn in self._tcp.services.connections.values():
+            sides = [("in", conn.peer)]
+            if conn.service:
+                sides.append(("out", conn.service))
+            for direction, host in sides:
+                row: Row = {"identity": f"tcpConnection/{conn.id}:{direction}",
+                            "name": f"tcpConnection/{conn.id}:{direction}"}
+                row.update(as_row(TcpConnectionStatistics(
+                    address=conn.listener.address, host=host, direction=direction,
+                    bytesIn=conn.bytes_in, bytesOut=conn.bytes_out,
+                    uptimeSeconds=round(now - conn.started),
+                    lastInSeconds=round(now - conn.last_in),
+                    lastOutSeconds=round(now - conn.last_out))))
+                rows.append(row)
+        return rows
+
+
 def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionControl,
                 listeners: ListenerControl, connectors: ConnectorControl,
                 certificates: Certificates, policy: Policy, policy_section: conf.PolicySection,
                 vhost_sections: dict[str, conf.VhostSection],
-                group: PeerGroup, clock: Callable[[], float]) -> Agent:
+                group: PeerGroup, clock: Callable[[], float],
+                tcp: TcpBridges | None = None) -> Agent:
     """The agent over every entity source of this router."""
     requester = Requester()
     sources: dict[str, EntitySource] = {
@@ -551,6 +639,10 @@ def build_agent(*, core: Router, stats: RouterStats, connections: ConnectionCont
         "log": Logs(),
         "logStats": LogStats(),
     }
+    if tcp is not None:
+        sources["tcpListener"] = TcpBridgeEntities(tcp, BridgeKind.LISTENER)
+        sources["tcpConnector"] = TcpBridgeEntities(tcp, BridgeKind.CONNECTOR)
+        sources["tcpConnection"] = TcpConnections(tcp, clock)
 
     def mgmt_nodes() -> list[str]:
         if core.network is None:

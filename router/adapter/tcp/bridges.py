@@ -1,0 +1,286 @@
+"""The TCP bridges of a router: listening, connecting, carrying (docs/tcp.md).
+
+Owns the sockets of every ``tcpListener`` (accepting clients), the
+connections being made to services for ``tcpConnector``s (a name resolved
+in a thread, a non-blocking connect) and the carried connections
+(``carry.Carried``).  Where each client connection goes, which connector is
+passed over and what is held is ``router.core.tcp.TcpServices``'s; this part
+does what it says and reports back.  A client whose address has a connector
+that cannot be reached, nor any other, is reset; one whose address has no
+connector at all is held, unread, until one is added.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import socket
+from collections.abc import Callable
+from typing import Final
+
+import conf
+from router import logs
+from router.adapter.connections.dialing import dial, family_of, is_address, resolve
+from router.adapter.connections.listeners import listening_socket
+from router.adapter.loop.eventloop import WRITE, EventLoop
+from router.adapter.tcp.carry import Carried, reset
+from router.core.tcp import BridgeKind, TcpBridge, TcpConnection, TcpServices
+
+__all__ = ["TcpBridges", "bridge_of"]
+
+log = logging.getLogger(__name__)
+
+#: An accept that fails for want of descriptors is tried again after this long.
+ACCEPT_PAUSE_S: Final = 1.0
+#: A held client is watched for its hang-up only (EPOLLHUP and EPOLLERR
+#: are always reported): its bytes wait in the kernel, unread.
+_HELD_MASK: Final = select.EPOLLRDHUP
+
+
+def bridge_of(section: conf.TcpListenerSection | conf.TcpConnectorSection) -> TcpBridge:
+    """The core's record of a configured bridge."""
+    kind = (BridgeKind.LISTENER if isinstance(section, conf.TcpListenerSection)
+            else BridgeKind.CONNECTOR)
+    name = section.name or f"{section.host}:{section.port}"
+    return TcpBridge(kind=kind, name=name, address=section.address, host=section.host,
+                     port=section.port, site_id=section.site_id)
+
+
+class _Dialing:
+    """A connection being made to a connector's service for ``conn``."""
+
+    __slots__ = ("client", "conn", "sock")
+
+    def __init__(self, conn: TcpConnection, client: socket.socket) -> None:
+        self.conn = conn
+        self.client = client
+        self.sock: socket.socket | None = None
+
+
+class TcpBridges:
+    """Every TCP bridge's sockets, as a part of the loop.
+
+    Args:
+        loop: the event loop.
+        services: the core's bridges and connections.
+    """
+
+    def __init__(self, loop: EventLoop, services: TcpServices) -> None:
+        self.loop = loop
+        self.services = services
+        self.clock = loop.clock
+        #: Listening sockets by descriptor.
+        self._listening: dict[int, tuple[socket.socket, TcpBridge]] = {}
+        self._paused: dict[int, float] = {}
+        #: The client sockets of held connections, by connection id.
+        self._held: dict[int, socket.socket] = {}
+        self._dialing: dict[int, _Dialing] = {}
+        self.carried: dict[int, Carried] = {}
+
+    # -- bridges -------------------------------------------------------------------
+
+    def add_listener(self, bridge: TcpBridge) -> None:
+        """Listen for ``bridge``; raises OSError when its port cannot be bound."""
+        sock = listening_socket(bridge.host, int(bridge.port))
+        sock.setblocking(False)
+        if bridge.port == "0":
+            bridge.port = str(sock.getsockname()[1])
+        self.services.add(bridge)
+        self._listening[sock.fileno()] = (sock, bridge)
+        self.loop.add(sock.fileno(), select.EPOLLIN, self._accept_ready)
+        log.log(logs.NOTICE, "Listening for TCP on %s:%s for address %s (%s)",
+                bridge.host, bridge.port, bridge.address, bridge.name)
+
+    def add_connector(self, bridge: TcpBridge) -> None:
+        """Serve ``bridge``'s address; the connections held for it start now."""
+        log.info("TCP connector %s: address %s, service %s:%s", bridge.name, bridge.address,
+                 bridge.host, bridge.port)
+        for conn in self.services.add(bridge):
+            client = self._held.pop(conn.id)
+            self.loop.remove(client.fileno())
+            self._route(conn, client)
+
+    def remove(self, bridge: TcpBridge) -> None:
+        """Stop ``bridge``: a listener stops listening and resets the
+        connections it holds; the connections already carried go on."""
+        self.services.remove(bridge)
+        if bridge.kind is BridgeKind.LISTENER:
+            for fd, (sock, b) in list(self._listening.items()):
+                if b is bridge:
+                    self._stop_listening(fd, sock)
+            for conn_id, client in list(self._held.items()):
+                conn = self.services.connections.get(conn_id)
+                if conn is not None and conn.listener is bridge:
+                    self._refuse(conn, client, "its listener was deleted")
+        log.info("TCP %s %s deleted", bridge.kind.value, bridge.name)
+
+    def _stop_listening(self, fd: int, sock: socket.socket) -> None:
+        self._listening.pop(fd, None)
+        self._paused.pop(fd, None)
+        self.loop.remove(fd)
+        sock.close()
+
+    # -- accepting -------------------------------------------------------------------
+
+    def _accept_ready(self, fd: int, _mask: int) -> None:
+        sock, bridge = self._listening[fd]
+        while True:
+            try:
+                client, peer = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:  # out of descriptors: pause rather than spin
+                log.error("TCP listener %s cannot accept (%s): paused for %g s",
+                          bridge.name, exc.strerror or exc, ACCEPT_PAUSE_S)
+                self.loop.modify(fd, 0)
+                self._paused[fd] = self.clock() + ACCEPT_PAUSE_S
+                return
+            client.setblocking(False)
+            with contextlib.suppress(OSError):
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = self.services.accepted(bridge, f"{peer[0]}:{peer[1]}", self.clock())
+            log.info("[T%d] TCP connection from %s to listener %s (address %s)", conn.id,
+                     conn.peer, bridge.name, bridge.address)
+            self._route(conn, client)
+
+    # -- connecting --------------------------------------------------------------------
+
+    def _route(self, conn: TcpConnection, client: socket.socket) -> None:
+        """Send ``conn`` to its next connector, hold it, or reset it."""
+        connector = self.services.route(conn, self.clock())
+        if connector is None:
+            if conn.tried:
+                self._refuse(conn, client, "no connector of its address could reach its "
+                             "service")
+            else:
+                log.info("[T%d] held: address %s has no connector", conn.id,
+                         conn.listener.address)
+                self._held[conn.id] = client
+                self.loop.add(client.fileno(), _HELD_MASK, self._held_event(conn.id))
+            return
+        dialing = _Dialing(conn, client)
+        self._dialing[conn.id] = dialing
+        port = int(connector.port)
+        if is_address(connector.host):
+            self._dial(dialing, (connector.host, port))
+            return
+
+        def resolved(address: tuple[str, int] | None, why: str) -> None:
+            if self._dialing.get(conn.id) is not dialing:
+                return  # the client went meanwhile
+            if address is None:
+                self._failed(dialing, f"cannot resolve {connector.host}: {why}")
+            else:
+                self._dial(dialing, address)
+
+        resolve(self.loop, connector.host, port, family_of(connector.host), resolved)
+
+    def _dial(self, dialing: _Dialing, address: tuple[str, int]) -> None:
+        sock = dial(family_of(address[0]), address)
+        if isinstance(sock, str):
+            self._failed(dialing, sock)
+            return
+        dialing.sock = sock
+        fd = sock.fileno()
+        self.loop.add(fd, WRITE, lambda _fd, _mask: self._dialed(dialing))
+
+    def _dialed(self, dialing: _Dialing) -> None:
+        sock = dialing.sock
+        assert sock is not None
+        self.loop.remove(sock.fileno())
+        error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            sock.close()
+            self._failed(dialing, os.strerror(error))
+            return
+        conn = dialing.conn
+        del self._dialing[conn.id]
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        host, port = sock.getpeername()[:2]
+        self.services.connected(conn, f"{host}:{port}")
+        connector = conn.connector
+        assert connector is not None
+        log.info("[T%d] connected to %s:%s for %s (connector %s)", conn.id, host, port,
+                 conn.peer, connector.name)
+        carried = Carried(self.loop, dialing.client, sock,
+                          moved=lambda up, down: self.services.moved(conn, up, down,
+                                                                     self.clock()),
+                          ended=lambda how: self._carried_ended(conn, how))
+        self.carried[conn.id] = carried
+        carried.start()
+
+    def _failed(self, dialing: _Dialing, why: str) -> None:
+        conn = dialing.conn
+        connector = conn.tried[-1]
+        del self._dialing[conn.id]
+        self.services.refused(conn, self.clock())
+        log.warning("[T%d] TCP connector %s cannot reach %s:%s: %s", conn.id, connector.name,
+                    connector.host, connector.port, why)
+        self._route(conn, dialing.client)
+
+    def _refuse(self, conn: TcpConnection, client: socket.socket, why: str) -> None:
+        self._held.pop(conn.id, None)
+        with contextlib.suppress(OSError, ValueError):
+            self.loop.remove(client.fileno())
+        reset(client)
+        self.services.ended(conn)
+        log.info("[T%d] connection from %s reset: %s", conn.id, conn.peer, why)
+
+    def _held_event(self, conn_id: int) -> Callable[[int, int], None]:
+        def event(fd: int, mask: int) -> None:
+            client = self._held.get(conn_id)
+            conn = self.services.connections.get(conn_id)
+            if client is None or conn is None:
+                return
+            if mask & (select.EPOLLHUP | select.EPOLLERR):
+                self._held.pop(conn_id)
+                self.loop.remove(fd)
+                client.close()
+                self.services.ended(conn)
+                log.info("[T%d] held connection from %s closed by the client", conn_id,
+                         conn.peer)
+            else:
+                # It ended its stream only: it may still want an answer, so it
+                # stays held, watched for a hang-up alone.
+                self.loop.modify(fd, 0)
+        return event
+
+    def _carried_ended(self, conn: TcpConnection, how: str) -> None:
+        self.carried.pop(conn.id, None)
+        self.services.ended(conn)
+        log.info("[T%d] TCP connection from %s %s: %d bytes to the service, %d back", conn.id,
+                 conn.peer, how, conn.bytes_in, conn.bytes_out)
+
+    # -- the loop's part ---------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return min(self._paused.values()) if self._paused else None
+
+    def tick(self, now: float) -> None:
+        for fd, when in list(self._paused.items()):
+            if when <= now:
+                del self._paused[fd]
+                self.loop.modify(fd, select.EPOLLIN)
+
+    def close(self) -> None:
+        """The router is ending: stop listening, reset every connection."""
+        for fd, (sock, _bridge) in list(self._listening.items()):
+            self._stop_listening(fd, sock)
+        for carried in list(self.carried.values()):
+            carried.abort()
+        for conn_id, client in list(self._held.items()):
+            conn = self.services.connections.get(conn_id)
+            if conn is not None:
+                self._refuse(conn, client, "the router is ending")
+        for dialing in list(self._dialing.values()):
+            if dialing.sock is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self.loop.remove(dialing.sock.fileno())
+                dialing.sock.close()
+            reset(dialing.client)
+        self._dialing.clear()
