@@ -4,10 +4,12 @@ tcpConnector on a real hopd, real TCP clients and services on loopback."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -298,3 +300,18 @@ def test_many_connections_at_once_all_arrive_whole(
         t.join(60)
     assert results == [True] * 16, f"after {time.monotonic() - started:.1f} s"
     assert echo[0].accepted + echo[1].accepted == 16
+
+
+def test_the_tcp_bench_runs_every_scenario_through_the_router(tmp_path: Path) -> None:
+    """``python -m bench.tcp``, briefly: every byte a client sent is counted
+    by the sink behind the router (the client fails otherwise)."""
+    done = subprocess.run([sys.executable, "-m", "bench.tcp", "--seconds", "0.5", "--count",
+                           "50", "--streams", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "tcp.json").read_text())
+    assert set(results) == {"direct", "hop"}
+    for way in results.values():
+        assert way["bulk"]["bytes"] > 0 and way["parallel"]["bytes"] > 0
+        assert way["connect"]["connections"] > 0 and way["rr"]["count"] == 50
+    assert results["hop"]["bulk"]["router_cpu_s"] > 0
