@@ -339,6 +339,37 @@ def linkroutes(client: Management, options: Options) -> Output:
     return [table("Link Routes", headers, sorted_by(headers, "address", rows))]
 
 
+def tcp(client: Management, options: Options) -> Output:
+    """``--tcp``: the TCP bridges with their counts, then each carried TCP
+    connection, its client's side (in) and its service's (out) (docs/tcp.md)."""
+    out: Output = []
+    try:
+        bridges = [("listener", b) for b in _query(client, "tcpListener", options)]
+        bridges += [("connector", b) for b in _query(client, "tcpConnector", options)]
+    except StatusError:  # a router without TCP bridges (qdrouterd 1.19 on)
+        return ["TCP Bridges", "No TCP bridges: the router does not have them"]
+    if not bridges:
+        return ["TCP Bridges", "No TCP bridges found"]
+    headers = ["name", "kind", "address", "host", "port", "opened", "closed", "refused",
+               "bytes in", "bytes out"]
+    rows = [[cell(b, "name"), kind, cell(b, "address"), cell(b, "host"), cell(b, "port"),
+             *(cell(b, n, commas) for n in ("connectionsOpened", "connectionsClosed",
+                                            "connectionsRefused", "bytesIn", "bytesOut"))]
+            for kind, b in bridges]
+    out += [table("TCP Bridges", headers, sorted_by(headers, "name", rows)), ""]
+    conns = _query(client, "tcpConnection", options)
+    if not conns:
+        return [*out, "TCP Connections", "No TCP connections"]
+    headers = ["id", "dir", "address", "host", "bytes in", "bytes out", "uptime", "last in",
+               "last out"]
+    rows = [[cell(c, "identity").split("/", 1)[-1].split(":", 1)[0], cell(c, "direction"),
+             cell(c, "address"), cell(c, "host"), cell(c, "bytesIn", commas),
+             cell(c, "bytesOut", commas), cell(c, "uptimeSeconds", time_long),
+             cell(c, "lastInSeconds", time_long), cell(c, "lastOutSeconds", time_long)]
+            for c in conns]
+    return [*out, table("TCP Connections", headers, rows)]
+
+
 def memory(client: Management, options: Options) -> Output:
     """``-m``: memory pools when the router keeps them (Hop does not), and the
     process size the router entity reports."""
@@ -414,6 +445,8 @@ VIEWS: Final = (
          show=memory),
     View(flags=("--autolinks",), help="Show auto-links.", show=autolinks),
     View(flags=("--linkroutes",), help="Show link routes.", show=linkroutes),
+    View(flags=("--tcp",), help="Show TCP bridges and the TCP connections they carry.",
+         show=tcp),
     View(flags=("--log",), help="Show recent log entries.", show=log_lines, dated=False),
 )
 

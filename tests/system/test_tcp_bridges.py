@@ -20,6 +20,7 @@ import pytest
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, hopd_command, router_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.test_tools import hopstat
 from tests.waiting import free_port, wait_for
 
 TCP_LISTENING = re.compile(r"Listening for TCP on [0-9.]+:(\d+) for address (\S+)")
@@ -241,12 +242,19 @@ def test_management_shows_each_carried_connection_both_sides(
 
             wait_for(lambda: any(r["bytesIn"] == 5 for r in both()), what="bytes counted")
             rows = sorted(both(), key=lambda r: str(r["direction"]))
+            shown = hopstat(hop, "--tcp")
         assert rows == [
             {"direction": "in", "host": f"127.0.0.1:{client_port}", "address": "svc",
              "bytesIn": 5, "bytesOut": 9},
             {"direction": "out", "host": f"127.0.0.1:{echo[0].port}", "address": "svc",
              "bytesIn": 5, "bytesOut": 9},
         ]
+        # hopstat --tcp: the bridges with their counts, the connection's two sides.
+        assert "TCP Bridges" in shown and "TCP Connections" in shown
+        assert re.search(rf"\bc0\s+connector\s+svc\s+127\.0\.0\.1\s+{echo[0].port}"
+                         r"\s+1\s+0\s+0\s+5\s+9\b", shown), shown
+        assert re.search(rf"\bin\s+svc\s+127\.0\.0\.1:{client_port}\s+5\s+9\b", shown), shown
+        assert re.search(rf"\bout\s+svc\s+127\.0\.0\.1:{echo[0].port}\s+5\s+9\b", shown)
         wait_for(lambda: not mgmt.query("tcpConnection", "direction"),
                  what="the connection gone from management once closed")
         # A listener made and deleted at run time.
