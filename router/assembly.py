@@ -141,10 +141,12 @@ def build_engine(*, core: Router, router_id: str,
                           transports.by_connection, clock, forwarder.flow)
     effects = Effects(own, forwarder, lambda conn, why: _close(transports, conn, why),
                       attaching.lookup_answered)
+    services = TcpServices()
     stats = RouterStats(core=core, router_id=router_id, section=section,
                         connections=transports, links=links, counters=forwarder.counters,
                         clock=clock, workers=count,
-                        siblings=frozenset(worker.siblings() if worker is not None else ()))
+                        siblings=frozenset(worker.siblings() if worker is not None else ()),
+                        tcp=services)
     handoff: HttpHandoff = deque()
     listeners = Listeners(loop, transports, policy, handoff)
     # One router to the network: its inter-router connections are the
@@ -154,7 +156,7 @@ def build_engine(*, core: Router, router_id: str,
     group = PeerGroup(loop, connector_part)
     certificates = Certificates(profiles, listeners, connector_part, section,
                                 plugins={p.name or "": p for p in auth_service_plugins})
-    tcp = TcpBridges(loop, TcpServices())
+    tcp = TcpBridges(loop, services)
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
                         connectors=connector_part, certificates=certificates, policy=policy,
                         policy_section=policy_section or conf.PolicySection(),

@@ -295,6 +295,7 @@ class LinkStatistics:
 
 
 _BY_ADDRESS: Final = (("address", "key"),)
+_BY_BRIDGE: Final = (("kind", "kind"), ("bridge", "name"), ("address", "address"))
 
 
 @attrs.frozen(kw_only=True)
@@ -433,12 +434,19 @@ class TcpBridgeStatistics:
     """``tcpListener`` and ``tcpConnector``: the connections each carried
     (docs/tcp.md); bytes in go from clients to services, out come back."""
 
-    connectionsOpened: int = counter("connections opened through this bridge")
-    connectionsClosed: int = counter("connections through this bridge that ended")
-    bytesIn: int = counter("bytes sent from clients to services on its connections")
-    bytesOut: int = counter("bytes sent from services to clients on its connections")
+    connectionsOpened: int = counter(
+        "connections opened through this bridge", metric="hop_tcp_connections_opened",
+        labels=_BY_BRIDGE)
+    connectionsClosed: int = counter(
+        "connections through this bridge that ended", metric="hop_tcp_connections_closed",
+        labels=_BY_BRIDGE)
+    bytesIn: int = counter("bytes sent from clients to services on its connections",
+                           metric="hop_tcp_bytes_in", labels=_BY_BRIDGE)
+    bytesOut: int = counter("bytes sent from services to clients on its connections",
+                            metric="hop_tcp_bytes_out", labels=_BY_BRIDGE)
     connectionsRefused: int = counter(
-        "connections its service refused or could not be reached for (a Hop extension)")
+        "connections its service refused or could not be reached for (a Hop extension)",
+        metric="hop_tcp_connections_refused", labels=_BY_BRIDGE)
 
 
 @attrs.frozen(kw_only=True)

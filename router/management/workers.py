@@ -56,7 +56,8 @@ class Plan(enum.Enum):
 #: QUERY shows one row of each, named alike on every worker, its counts summed.
 _COUNTED_CONFIGURATION: Final = frozenset({"router.config.exchange", "router.config.binding"})
 #: Entities each worker has its own of: a QUERY shows every worker's.
-_PER_WORKER: Final = frozenset({"connection", "router.link", "router.address", "router"}) \
+_PER_WORKER: Final = frozenset({"connection", "router.link", "router.address", "router",
+                                "tcpListener", "tcpConnector", "tcpConnection"}) \
     | _COUNTED_CONFIGURATION
 #: Configuration: made, changed and deleted on every worker.
 _CONFIGURATION: Final = frozenset({

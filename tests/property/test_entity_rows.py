@@ -105,6 +105,7 @@ def test_metrics_expose_every_declared_series_with_its_kind(harness: Harness) ->
         AddressStatistics,
         LinkStatistics,
         RouterStatistics,
+        TcpBridgeStatistics,
         declared,
     )
 
@@ -121,10 +122,12 @@ def test_metrics_expose_every_declared_series_with_its_kind(harness: Harness) ->
     text = Exposition(stats)().decode()
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE"))
     declared_series = {stat.metric.name: stat.metric.kind
-                       for record in (RouterStatistics, LinkStatistics, AddressStatistics)
+                       for record in (RouterStatistics, LinkStatistics, AddressStatistics,
+                                      TcpBridgeStatistics)
                        for _, stat in declared(record) if stat.metric is not None}
     assert len(declared_series) == sum(
-        1 for record in (RouterStatistics, LinkStatistics, AddressStatistics)
+        1 for record in (RouterStatistics, LinkStatistics, AddressStatistics,
+                                      TcpBridgeStatistics)
         for _, stat in declared(record) if stat.metric is not None), "a series declared twice"
     # prometheus_client names a counter's family without its ``_total`` suffix.
     exposed = {name if kind != "counter" else name.removesuffix("_total"): kind

@@ -20,6 +20,7 @@ import pytest
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, hopd_command, router_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.system.test_tools import hopstat
 from tests.waiting import free_port, wait_for
 
@@ -323,3 +324,38 @@ def test_the_tcp_bench_runs_every_scenario_through_the_router(tmp_path: Path) ->
         assert way["bulk"]["bytes"] > 0 and way["parallel"]["bytes"] > 0
         assert way["connect"]["connections"] > 0 and way["rr"]["count"] == 50
     assert results["hop"]["bulk"]["router_cpu_s"] > 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_metrics_count_each_bridge(start_router: StartRouter, echo: list[EchoServer],
+                                   workers: int) -> None:
+    """``/metrics``: a bridge's connections and bytes, labelled by kind, name
+    and address; on two workers, gathered for the whole router."""
+    echo.append(EchoServer("m"))
+    refused = free_port()
+    text = router_conf(HTTP_LISTENER + _bridges("svc", refused, echo[0].port))
+    hop = start_router(text, listeners=2, args=("--workers", str(workers)))
+    hop.wait_log(r"Operational, \d+ Threads Running", 60)  # the workers joined
+    port = _tcp_port(hop)
+    assert _exchange(port, b"abc") == (b"m", b"abc")
+
+    def bridges() -> dict[str, float]:
+        return {k: v for k, v in scrape(hop.ports[1])[2].items() if k.startswith("hop_tcp_")}
+
+    c0, c1 = (f"{{address=svc,bridge={c},kind=tcpConnector}}" for c in ("c0", "c1"))
+    seen: list[dict[str, float]] = []
+
+    def counted() -> bool:
+        # A worker that has only just joined its siblings answers for itself
+        # alone: wait for a scrape of the whole router.
+        seen.append(bridges())
+        return seen[-1].get("hop_tcp_connections_closed_total" + c1) == 1
+
+    wait_for(counted, what="the connection counted as closed")
+    samples = seen[-1]
+    listener = [v for k, v in samples.items()
+                if "kind=tcpListener" in k and k.startswith("hop_tcp_bytes_in_total")]
+    assert listener == [3], samples
+    assert samples["hop_tcp_bytes_out_total" + c1] == 5
+    assert samples["hop_tcp_connections_opened_total" + c1] == 1
+    assert samples["hop_tcp_connections_refused_total" + c0] == 1

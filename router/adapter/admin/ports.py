@@ -31,5 +31,9 @@ class RouterView(Protocol):
         """The statistics of the addresses that have seen traffic or have
         producers or consumers here."""
 
+    def tcp_bridges(self) -> Iterable[dict[str, object]]:
+        """Each TCP bridge's ``TcpBridgeStatistics`` row with its ``kind``
+        (tcpListener or tcpConnector), ``name`` and ``address``."""
+
 
 __all__ = ["RouterView"]

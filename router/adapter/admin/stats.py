@@ -21,6 +21,7 @@ from router.adapter.connections.ports import ConnectionControl
 from router.adapter.endpoints.links import Links, sample_credit
 from router.adapter.pending import Counters
 from router.core import AddressRecord, Role, Router, tally
+from router.core.tcp import TcpServices
 from router.management.sources import (
     IN_PROCESS_CONNECTION,
     address_statistics,
@@ -31,6 +32,7 @@ from router.management.statistics import (
     AddressStatistics,
     LinkStatistics,
     RouterStatistics,
+    TcpBridgeStatistics,
     as_row,
 )
 
@@ -69,8 +71,10 @@ class RouterStats:
     def __init__(self, *, core: Router, router_id: str, section: conf.RouterSection,
                  connections: ConnectionControl, links: Links, counters: Counters,
                  clock: Callable[[], float], workers: int = 1,
-                 siblings: frozenset[str] = frozenset()) -> None:
+                 siblings: frozenset[str] = frozenset(),
+                 tcp: TcpServices | None = None) -> None:
         self._workers = workers
+        self._tcp = tcp
         self.siblings = siblings
         self._core = core
         self._router_id = router_id
@@ -97,6 +101,20 @@ class RouterStats:
         return [address_statistics(record, self.siblings, known)
                 for record in self._core.records.values()
                 if _active(record)]
+
+    def tcp_bridges(self) -> Iterable[dict[str, object]]:
+        if self._tcp is None:
+            return []
+        rows: list[dict[str, object]] = []
+        for bridge in self._tcp.bridges():
+            row: dict[str, object] = {"kind": bridge.kind.value, "name": bridge.name,
+                                      "address": bridge.address}
+            row.update(as_row(TcpBridgeStatistics(
+                connectionsOpened=bridge.opened, connectionsClosed=bridge.closed,
+                bytesIn=bridge.bytes_in, bytesOut=bridge.bytes_out,
+                connectionsRefused=bridge.refused)))
+            rows.append(row)
+        return rows
 
     def router_row(self) -> dict[str, object]:
         """The ``router`` entity's attributes."""

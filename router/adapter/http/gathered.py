@@ -3,9 +3,10 @@ the whole router's series, made from management's answer for it.
 
 Owns asking this worker's own management node, from the in-process sender
 ``$metrics``, the QUERYs that management answers for the whole router
-(``router``, ``router.link``, ``router.address``, the connections' roles:
+(``router``, ``router.link``, ``router.address``, the connections' roles,
+the TCP bridges:
 the node gathers them from every worker), and rendering the exposition
-from those rows once the four answers are in.  The ``process_*`` series
+from those rows once every answer is in.  The ``process_*`` series
 are the answering worker's.  A part of the loop: due when an answer is
 late (then the worker's own exposition is sent).
 """
@@ -29,13 +30,15 @@ from router.management.statistics import (
     AddressStatistics,
     LinkStatistics,
     RouterStatistics,
+    TcpBridgeStatistics,
     declared,
 )
 
 log = logging.getLogger(__name__)
 
 #: What ``/metrics`` is made of: management's answers for these types.
-_TYPES = ("router", "router.link", "router.address", "connection")
+_TYPES = ("router", "router.link", "router.address", "connection", "tcpListener",
+          "tcpConnector")
 #: How long the answers may take before the worker's own metrics are sent.
 TIMEOUT_S = 10.0
 
@@ -62,6 +65,11 @@ class RowsView:
     def addresses(self) -> Iterable[AddressStatistics]:
         return [AddressStatistics(**_fields(AddressStatistics, row))
                 for row in self.rows["router.address"]]
+
+    def tcp_bridges(self) -> Iterable[dict[str, object]]:
+        return [{"kind": kind, "name": row.get("name"), "address": row.get("address"),
+                 **_fields(TcpBridgeStatistics, row)}
+                for kind in ("tcpListener", "tcpConnector") for row in self.rows.get(kind, [])]
 
 
 _ROLES = frozenset(role.value for role in Role)

@@ -27,6 +27,7 @@ from router.management.statistics import (
     AddressStatistics,
     LinkStatistics,
     RouterStatistics,
+    TcpBridgeStatistics,
     as_row,
     declared,
 )
@@ -85,6 +86,7 @@ class RouterCollector(Collector):
         yield from _labelled(LinkStatistics, links)
         yield self._open_links(links)
         yield from _labelled(AddressStatistics, (as_row(a) for a in self._view.addresses()))
+        yield from _labelled(TcpBridgeStatistics, self._view.tcp_bridges())
 
     def _connections(self) -> Iterator[Metric]:
         by_role: dict[str, int] = {role.value: 0 for role in Role}
