@@ -559,7 +559,7 @@ class TcpBridgeEntities(ReadOnly):
         section = section_from(self._kind.value, name, attributes)
         assert isinstance(section, conf.TcpListenerSection | conf.TcpConnectorSection)
         bridge = bridge_of(section)
-        if any(b.name == bridge.name for b in self._bridges()):
+        if bridge.name and any(b.name == bridge.name for b in self._bridges()):
             raise ManagementError(400, f"a {self._kind.value} named {bridge.name!r} exists")
         if self._kind is BridgeKind.LISTENER:
             try:

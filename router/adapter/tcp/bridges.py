@@ -43,8 +43,8 @@ def bridge_of(section: conf.TcpListenerSection | conf.TcpConnectorSection) -> Tc
     """The core's record of a configured bridge."""
     kind = (BridgeKind.LISTENER if isinstance(section, conf.TcpListenerSection)
             else BridgeKind.CONNECTOR)
-    name = section.name or f"{section.host}:{section.port}"
-    return TcpBridge(kind=kind, name=name, address=section.address, host=section.host,
+    # Unnamed: named by its host and port once bound (``add_listener``).
+    return TcpBridge(kind=kind, name=section.name or "", address=section.address, host=section.host,
                      port=section.port, site_id=section.site_id)
 
 
@@ -87,6 +87,7 @@ class TcpBridges:
         sock.setblocking(False)
         if bridge.port == "0":
             bridge.port = str(sock.getsockname()[1])
+        bridge.name = bridge.name or f"{bridge.host}:{bridge.port}"
         self.services.add(bridge)
         self._listening[sock.fileno()] = (sock, bridge)
         self.loop.add(sock.fileno(), select.EPOLLIN, self._accept_ready)
@@ -95,6 +96,7 @@ class TcpBridges:
 
     def add_connector(self, bridge: TcpBridge) -> None:
         """Serve ``bridge``'s address; the connections held for it start now."""
+        bridge.name = bridge.name or f"{bridge.host}:{bridge.port}"
         log.info("TCP connector %s: address %s, service %s:%s", bridge.name, bridge.address,
                  bridge.host, bridge.port)
         for conn in self.services.add(bridge):
