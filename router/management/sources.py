@@ -30,6 +30,7 @@ from router.core import (
     Router,
     UplinkTarget,
 )
+from router.core.tcp import TcpBridge
 from router.core.watch import Watch
 from router.management.agent import Changed, ManagementError, ReadOnly, Row
 from router.management.statistics import (
@@ -40,6 +41,7 @@ from router.management.statistics import (
     LinkRouteStatus,
     LinkStatistics,
     NodeStatistics,
+    TcpBridgeStatistics,
     as_row,
 )
 
@@ -55,6 +57,7 @@ __all__ = [
     "SslProfileStore",
     "SslProfiles",
     "address_statistics",
+    "bridge_statistics",
     "link_row",
     "link_statistics",
     "network_nodes",
@@ -224,6 +227,14 @@ def network_nodes(router: Router) -> frozenset[str]:
     network = router.network
     return frozenset() if network is None else frozenset(
         node.id for node in network.protocol.node_table())
+
+
+def bridge_statistics(bridge: TcpBridge) -> TcpBridgeStatistics:
+    """A TCP bridge's counts, as ``tcpListener``, ``tcpConnector`` and
+    ``/metrics`` show them (docs/tcp.md)."""
+    return TcpBridgeStatistics(
+        connectionsOpened=bridge.opened, connectionsClosed=bridge.closed,
+        bytesIn=bridge.bytes_in, bytesOut=bridge.bytes_out, connectionsRefused=bridge.refused)
 
 
 def address_statistics(record: AddressRecord, siblings: frozenset[str] = frozenset(),

@@ -55,14 +55,13 @@ from router.management import (
     Row,
     SslProfiles,
 )
-from router.management.sources import section_from
+from router.management.sources import bridge_statistics, section_from
 from router.management.statistics import (
     ConnectionStatistics,
     ConnectorStatus,
     DiscoveryStatus,
     LogStatistics,
     PolicyStatistics,
-    TcpBridgeStatistics,
     TcpConnectionStatistics,
     VhostStatistics,
     as_row,
@@ -546,10 +545,7 @@ class TcpBridgeEntities(ReadOnly):
         row: Row = {"identity": bridge.identity, "name": bridge.name,
                     "address": bridge.address, "host": bridge.host, "port": bridge.port,
                     "siteId": bridge.site_id}
-        row.update(as_row(TcpBridgeStatistics(
-            connectionsOpened=bridge.opened, connectionsClosed=bridge.closed,
-            bytesIn=bridge.bytes_in, bytesOut=bridge.bytes_out,
-            connectionsRefused=bridge.refused)))
+        row.update(as_row(bridge_statistics(bridge)))
         return row
 
     def rows(self) -> Iterable[Row]:

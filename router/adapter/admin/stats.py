@@ -25,6 +25,7 @@ from router.core.tcp import TcpServices
 from router.management.sources import (
     IN_PROCESS_CONNECTION,
     address_statistics,
+    bridge_statistics,
     link_statistics,
     network_nodes,
 )
@@ -32,7 +33,6 @@ from router.management.statistics import (
     AddressStatistics,
     LinkStatistics,
     RouterStatistics,
-    TcpBridgeStatistics,
     as_row,
 )
 
@@ -109,10 +109,7 @@ class RouterStats:
         for bridge in self._tcp.bridges():
             row: dict[str, object] = {"kind": bridge.kind.value, "name": bridge.name,
                                       "address": bridge.address}
-            row.update(as_row(TcpBridgeStatistics(
-                connectionsOpened=bridge.opened, connectionsClosed=bridge.closed,
-                bytesIn=bridge.bytes_in, bytesOut=bridge.bytes_out,
-                connectionsRefused=bridge.refused)))
+            row.update(as_row(bridge_statistics(bridge)))
             rows.append(row)
         return rows
 
