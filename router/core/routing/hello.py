@@ -64,6 +64,11 @@ class HelloProtocol:
             self.log.debug("SENT %r", message)
         return effects
 
+    def excuse(self, held_s: float) -> None:
+        """The router could not listen for ``held_s``: age the HELLOs seen without it."""
+        for router_id, when in self.seen.items():
+            self.seen[router_id] = when + held_s
+
     def greet(self, link_id: int) -> SendHello:
         """A HELLO on one control link now, outside the period (an answer, or
         a known router's connection coming back)."""

@@ -353,6 +353,15 @@ class NodeTracker:
 
     # --- the tick ---------------------------------------------------------
 
+    def excuse(self, held_s: float) -> None:
+        """The router could not listen for ``held_s`` (its own loop was held):
+        its neighbours' HELLOs and the link states received are aged without
+        that time, so a stall of this router's own does not drop neighbours
+        whose HELLOs wait unread in its sockets (docs/networks.md#timers)."""
+        for node in self.nodes.values():
+            node.neighbor_refresh += held_s
+            node.ls_last_seen += held_s
+
     def _expire(self, now: float, effects: list[Effect]) -> None:
         for node in list(self.nodes.values()):
             if node.link_id is not None and now - node.neighbor_refresh > self.hello_max_age_s:

@@ -46,6 +46,10 @@ __all__ = ["TICK_INTERVAL_S", "RoutingProtocol"]
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S: Final = 1.0
+# A tick this much later than due means the router itself was held (a
+# long stall of its own loop): the time it could not listen is not counted
+# against its neighbours' HELLOs or the link states they sent.
+STALL_EXCUSED_S: Final = 0.5
 """The protocol tick of qdrouterd's engine and mobile-sync module."""
 
 
@@ -253,6 +257,12 @@ class RoutingProtocol:
             mau = self._mobile.tick()
             return [*mau, self._ra(now)] if mau else []
         self._mobile_due = None
+        held = now - self._next_tick
+        if STALL_EXCUSED_S < held < float("inf"):
+            self._log.warning("this router's loop was held %.1fs past its tick: the neighbours' "
+                              "HELLOs are aged without it", held)
+            self._hello.excuse(held)
+            self._nodes.excuse(held)
         following = self._next_tick + TICK_INTERVAL_S
         self._next_tick = following if following > now else now + TICK_INTERVAL_S
         effects = self._hello.tick(now, sorted(self._links))

@@ -48,6 +48,7 @@ def test_seen_lists_routers_heard_within_max_age() -> None:
     p.neighbor_connected(1, 1, 0.0)
     p.control_received(Hello(id="B", instance=7), 1, 0.0)
     assert hellos(p.tick(0.0))[0].message.seen == ("B",)
+    ticks(p, 1.0, 2.0)
     assert hellos(p.tick(3.0))[0].message.seen == ("B",)
     assert hellos(p.tick(4.0))[0].message.seen == ()
 
@@ -208,3 +209,17 @@ def test_log_lines_carry_the_router_id(caplog: pytest.LogCaptureFixture) -> None
     assert any(r.name == "router.core.routing.linkstate"
                and r.getMessage() == "[A] neighbor B established on link 1, cost 1"
                for r in caplog.records)
+
+
+def test_a_stall_of_the_routers_own_does_not_drop_its_neighbours() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0)
+    ticks(p, 0.0, 1.0)
+    effects = p.tick(6.0)  # the loop was held 4 s past the tick due at 2.0
+    assert "B" in p.neighbors, "the HELLOs waiting unread are not missing"
+    assert of(effects, RoutesChanged) == []
+    effects = p.tick(7.0)
+    assert "B" in p.neighbors
+    effects = p.tick(8.0)  # 3 s of listening with no HELLO from B
+    assert p.neighbors == {}
+    assert of(effects, RoutesChanged)[-1].routes.routes == {}
