@@ -11,15 +11,224 @@ written).  Pure: the adapter reads and writes, and tells the window.
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
 import attrs
 
-__all__ = ["WINDOW_BYTES", "ReadWindow", "connection_id"]
+from router.core.amqp.errors import PeerProtocolError
+from router.core.amqp.values import decode
+from router.core.amqp.wire import (
+    MessageFormatError,
+    encode_int,
+    encode_ma_section,
+    encode_string,
+    encode_symbol,
+    read_string,
+    skip,
+)
+
+__all__ = [
+    "STREAM_MARK",
+    "WINDOW_BYTES",
+    "ReadWindow",
+    "StreamFormatError",
+    "StreamHead",
+    "StreamReader",
+    "connection_id",
+    "data_head",
+    "stream_head",
+]
 
 #: The most bytes read from a socket and not yet reported written out at the
 #: far end (qdrouterd 1.18: 121,635 x 6 x 2).
 WINDOW_BYTES: Final = 121_635 * 6 * 2
+
+
+#: qdrouterd's streaming marker, a router key of message annotations: a
+#: router forwards a message that carries it as soon as its first frame is in,
+#: since a carried connection's bytes must not wait for more to come.
+STREAM_MARK: Final = b"x-opt-qd.stream"
+_MARK_ENTRY: Final = encode_symbol(STREAM_MARK.decode()) + encode_int(1)
+#: A stream's sections before its first body bytes may take up this much.
+MAX_HEAD_BYTES: Final = 65536
+_DATA_32: Final = b"\x00\x53\x75\xb0"
+_NO_END: Final = 1 << 62
+
+
+class StreamFormatError(ValueError):
+    """A carried stream's message is not one (a body that is not ``data``
+    sections, or sections before the body beyond ``MAX_HEAD_BYTES``)."""
+
+
+@attrs.frozen
+class StreamHead:
+    """The properties a carried stream's message names (None: absent)."""
+
+    to: str | None
+    subject: str | None
+    reply_to: str | None
+
+
+def stream_head(to: str, subject: str, reply_to: str | None = None) -> bytes:
+    """The sections a carried stream's message starts with: message
+    annotations with the streaming marker, then properties with
+    ``message-id`` and ``user-id`` null, ``to``, ``subject`` and, on the
+    client's side, ``reply-to`` (AMQP 1.0 section 3.2.4)."""
+    fields = [b"\x40", b"\x40", encode_string(to), encode_string(subject)]
+    if reply_to is not None:
+        fields.append(encode_string(reply_to))
+    items = b"".join(fields)
+    size = len(items) + 4
+    properties = b"\x00\x53\x73\xd0" + size.to_bytes(4, "big") + len(fields).to_bytes(4, "big")
+    return encode_ma_section(len(_MARK_ENTRY), 2) + _MARK_ENTRY + properties + items
+
+
+def data_head(count: int) -> bytes:
+    """The start of a ``data`` body section of ``count`` bytes (AMQP 1.0
+    section 3.2.6), which the bytes themselves follow."""
+    return _DATA_32 + count.to_bytes(4, "big")
+
+
+class StreamReader:
+    """The bytes a carried stream's message holds, as its transfers arrive.
+
+    ``feed`` takes each part received and returns the body bytes in it,
+    the ``data`` sections' contents, however the sections were split across
+    parts; ``head`` is set once the properties section was read (the
+    sections before the body are read whole; a footer is passed over).
+
+    Raises (from ``feed``):
+        StreamFormatError: a body that is not ``data``, or a head too long.
+    """
+
+    __slots__ = ("_left", "_pending", "head", "in_body")
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        #: Bytes of the current ``data`` section still to come.
+        self._left = 0
+        self.head: StreamHead | None = None
+        self.in_body = False
+
+    def feed(self, part: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
+        out: list[bytes | memoryview] = []
+        view = memoryview(part)
+        pos, n = 0, len(view)
+        if self._left and not self._pending:
+            # The common case: a part within one data section, passed on uncopied.
+            take = min(self._left, n)
+            out.append(view[:take])
+            self._left -= take
+            pos = take
+            if pos == n:
+                return out
+        pending = self._pending
+        pending += view[pos:]
+        while pending:
+            if self._left:
+                take = min(self._left, len(pending))
+                out.append(bytes(pending[:take]))
+                del pending[:take]
+                self._left -= take
+                continue
+            used = self._section(pending)
+            if used is None:
+                if len(pending) > MAX_HEAD_BYTES:
+                    raise StreamFormatError(
+                        f"more than {MAX_HEAD_BYTES} bytes without a whole section")
+                break
+            del pending[:used]
+        return out
+
+    def _section(self, p: bytearray) -> int | None:
+        """Read the section at the start of ``p``: the bytes it used (a data
+        section's header only, its contents then count in ``_left``), or
+        None when it is not all there yet."""
+        n = len(p)
+        if n < 3:
+            return None
+        if p[0] != 0:
+            raise StreamFormatError(f"expected a section, got format code 0x{p[0]:02x}")
+        kind = p[1]
+        if kind == 0x53:
+            code, v = p[2], 3
+        elif kind == 0x80:
+            if n < 10:
+                return None
+            number = int.from_bytes(p[2:10], "big")
+            code, v = (number if number <= 0x78 else -1), 10
+        else:
+            try:
+                v = skip(p, 1, _NO_END)
+            except (IndexError, struct.error, MessageFormatError):
+                if n < 6:
+                    return None
+                raise StreamFormatError("a section descriptor that is not one") from None
+            if v > n:
+                return None
+            name = read_string(p, 1, v)
+            code = _SECTION_NAMES.get(name, -1) if name is not None else -1
+        if code == 0x75:
+            if v + 1 > n:
+                return None
+            constructor = p[v]
+            if constructor == 0xA0:
+                if v + 2 > n:
+                    return None
+                self._left = p[v + 1]
+                self.in_body = True
+                return v + 2
+            if constructor == 0xB0:
+                if v + 5 > n:
+                    return None
+                self._left = int.from_bytes(p[v + 1:v + 5], "big")
+                self.in_body = True
+                return v + 5
+            raise StreamFormatError(f"a data section of format code 0x{constructor:02x}")
+        if code in (0x76, 0x77):
+            raise StreamFormatError("the body of a carried stream is data sections only")
+        if code < 0x70:
+            raise StreamFormatError("an unknown section")
+        try:
+            end = skip(p, v, _NO_END)
+        except (IndexError, struct.error):
+            return None
+        except MessageFormatError as exc:
+            raise StreamFormatError(str(exc)) from None
+        if end > n:
+            return None
+        if code == 0x73:
+            self.head = _properties(bytes(p[v:end]))
+        return end
+
+
+_SECTION_NAMES: Final = {
+    "amqp:header:list": 0x70,
+    "amqp:delivery-annotations:map": 0x71,
+    "amqp:message-annotations:map": 0x72,
+    "amqp:properties:list": 0x73,
+    "amqp:application-properties:map": 0x74,
+    "amqp:data:binary": 0x75,
+    "amqp:amqp-sequence:list": 0x76,
+    "amqp:amqp-value:*": 0x77,
+    "amqp:footer:map": 0x78,
+}
+
+
+def _properties(encoded: bytes) -> StreamHead:
+    try:
+        fields, _end = decode(encoded)
+    except PeerProtocolError as exc:
+        raise StreamFormatError(f"properties: {exc}") from None
+    if not isinstance(fields, list | tuple):
+        raise StreamFormatError("properties is not a list")
+
+    def text(i: int) -> str | None:
+        value = fields[i] if i < len(fields) else None
+        return value if isinstance(value, str) else None
+
+    return StreamHead(to=text(2), subject=text(3), reply_to=text(4))
 
 
 def connection_id(client_host_port: str, site_id: str | None) -> str:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.core.tcpstream import WINDOW_BYTES, ReadWindow, connection_id
+from router.core.tcpstream import (
+    STREAM_MARK,
+    WINDOW_BYTES,
+    ReadWindow,
+    StreamFormatError,
+    StreamHead,
+    StreamReader,
+    connection_id,
+    data_head,
+    stream_head,
+)
 
 
 def test_the_id_is_the_clients_address_then_the_site() -> None:
@@ -62,3 +73,68 @@ def test_the_unreported_bytes_never_exceed_the_window_when_reads_respect_room(
             window.reported(amount)
         assert 0 <= window.read - window.written <= WINDOW_BYTES
         assert window.written <= window.read
+
+
+# -- the stream's message ------------------------------------------------------------
+
+def _message(chunks: list[bytes], head: bytes | None = None) -> bytes:
+    head = stream_head("tcp.echo", "127.0.0.1:40123@east", "_topo/0/R/temp.x") \
+        if head is None else head
+    return head + b"".join(data_head(len(c)) + c for c in chunks)
+
+
+@given(st.lists(st.binary(max_size=300), max_size=6), st.data())
+def test_the_body_bytes_come_out_however_the_parts_are_split(chunks: list[bytes],
+                                                             data: st.DataObject) -> None:
+    message = _message(chunks)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(message)), max_size=12)))
+    reader = StreamReader()
+    out = []
+    for start, end in zip([0, *cuts], [*cuts, len(message)], strict=True):
+        out += [bytes(piece) for piece in reader.feed(message[start:end])]
+    assert b"".join(out) == b"".join(chunks)
+    assert reader.head == StreamHead("tcp.echo", "127.0.0.1:40123@east", "_topo/0/R/temp.x")
+
+
+def test_proton_reads_the_head_as_the_properties_and_marker_it_names() -> None:
+    from proton import Message
+
+    message = Message()
+    message.decode(_message([b"hi"], stream_head("addr", "id-1")))
+    assert message.address == "addr" and message.subject == "id-1"
+    assert message.reply_to is None and message.id is None and message.user_id in (None, b"")
+    assert dict(message.annotations) == {"x-opt-qd.stream": 1}
+    assert bytes(message.body) == b"hi"
+    assert STREAM_MARK in stream_head("addr", "id-1")
+
+
+def test_sections_in_other_forms_are_read_and_a_footer_passed_over() -> None:
+    from proton import Message
+
+    message = Message(address="svc", subject="c1", reply_to="back", durable=True,
+                      properties={"k": "v"}, body=b"payload", inferred=True)
+    message.annotations = {"x-opt-qd.trace": ["0/R0"]}
+    encoded = message.encode()  # header, annotations, properties, app-properties, data
+    footer = b"\x00\x53\x78\xc1\x01\x00"
+    reader = StreamReader()
+    out = [bytes(p) for p in reader.feed(encoded + footer)]
+    assert b"".join(out) == b"payload"
+    assert reader.head == StreamHead("svc", "c1", "back")
+    # The data descriptor as a symbol, its contents in a vbin8.
+    symbolic = b"\x00\xa3\x10amqp:data:binary\xa0\x03abc"
+    reader = StreamReader()
+    assert [bytes(p) for p in reader.feed(symbolic)] == [b"abc"]
+
+
+def test_a_body_that_is_not_data_is_refused() -> None:
+    from proton import Message
+
+    reader = StreamReader()
+    with pytest.raises(StreamFormatError):
+        reader.feed(Message(address="a", body="text").encode())
+    with pytest.raises(StreamFormatError):
+        StreamReader().feed(b"\x53\x75\xb0")
+    reader = StreamReader()
+    with pytest.raises(StreamFormatError):
+        # An annotations map that never ends within MAX_HEAD_BYTES.
+        reader.feed(b"\x00\x53\x72\xd1" + (1 << 30).to_bytes(4, "big") + bytes(70_000))
