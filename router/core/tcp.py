@@ -70,13 +70,17 @@ class TcpBridge:
 class TcpConnection:
     """One client connection carried to a service.
 
-    ``tried`` holds the connectors already tried for it (each once).
+    ``tried`` holds the connectors already tried for it (each once).  A
+    connection whose client is on another router (it came as a stream,
+    docs/tcp.md#across-the-network) has no ``listener`` here: ``peer`` is
+    then the stream's connection id.
     """
 
     id: int
-    listener: TcpBridge
+    listener: TcpBridge | None
     peer: str
     started: float
+    address: str = ""
     connector: TcpBridge | None = None
     #: The service's host and port once connected.
     service: str = ""
@@ -134,17 +138,36 @@ class TcpServices:
     def accepted(self, listener: TcpBridge, peer: str, now: float) -> TcpConnection:
         """A client connected to ``listener`` from ``peer``."""
         conn = TcpConnection(id=next(self._ids), listener=listener, peer=peer, started=now,
-                             last_in=now, last_out=now)
+                             address=listener.address, last_in=now, last_out=now)
         listener.opened += 1
         listener.open += 1
         self.connections[conn.id] = conn
         return conn
 
+    def streamed(self, connector: TcpBridge, peer: str, now: float) -> TcpConnection:
+        """A stream from another router's listener came to ``connector``,
+        named ``peer``; the connector is connecting to its service for it."""
+        conn = TcpConnection(id=next(self._ids), listener=None, peer=peer, started=now,
+                             address=connector.address, last_in=now, last_out=now,
+                             connecting=True)
+        conn.tried.append(connector)
+        connector.open += 1
+        self.connections[conn.id] = conn
+        return conn
+
+    def unheld(self, conn: TcpConnection) -> None:
+        """``conn`` is no longer held (it went to the network instead)."""
+        held = self.held.get(conn.address)
+        if held is not None and conn in held:
+            held.remove(conn)
+            if not held:
+                del self.held[conn.address]
+
     def route(self, conn: TcpConnection, now: float) -> TcpBridge | None:
         """The connector ``conn`` is to try next, or None: then it is held
         (the address has no connector) or to be refused (``conn.tried`` is
         not empty: every connector was tried and none could take it)."""
-        address = conn.listener.address
+        address = conn.address
         candidates = [c for c in self.connectors
                       if c.address == address and c not in conn.tried]
         if not candidates:
@@ -180,13 +203,15 @@ class TcpServices:
         """``in_bytes`` went from the client to the service, ``out_bytes`` back."""
         if in_bytes:
             conn.bytes_in += in_bytes
-            conn.listener.bytes_in += in_bytes
+            if conn.listener is not None:
+                conn.listener.bytes_in += in_bytes
             conn.last_in = now
             if conn.connector is not None:
                 conn.connector.bytes_in += in_bytes
         if out_bytes:
             conn.bytes_out += out_bytes
-            conn.listener.bytes_out += out_bytes
+            if conn.listener is not None:
+                conn.listener.bytes_out += out_bytes
             conn.last_out = now
             if conn.connector is not None:
                 conn.connector.bytes_out += out_bytes
@@ -197,13 +222,10 @@ class TcpServices:
             return
         conn.closed = True
         self.connections.pop(conn.id, None)
-        conn.listener.open -= 1
-        conn.listener.closed += 1
-        held = self.held.get(conn.listener.address)
-        if held is not None and conn in held:
-            held.remove(conn)
-            if not held:
-                del self.held[conn.listener.address]
+        if conn.listener is not None:
+            conn.listener.open -= 1
+            conn.listener.closed += 1
+        self.unheld(conn)
         if conn.connector is not None:
             conn.connector.open -= 1
             conn.connector.closed += 1

@@ -588,14 +588,14 @@ class TcpConnections(ReadOnly):
         now = self._clock()
         rows: list[Row] = []
         for conn in self._tcp.services.connections.values():
-            sides = [("in", conn.peer)]
+            sides = [("in", conn.peer)] if conn.listener is not None else []
             if conn.service:
                 sides.append(("out", conn.service))
             for direction, host in sides:
                 row: Row = {"identity": f"tcpConnection/{conn.id}:{direction}",
                             "name": f"tcpConnection/{conn.id}:{direction}"}
                 row.update(as_row(TcpConnectionStatistics(
-                    address=conn.listener.address, host=host, direction=direction,
+                    address=conn.address, host=host, direction=direction,
                     bytesIn=conn.bytes_in, bytesOut=conn.bytes_out,
                     uptimeSeconds=round(now - conn.started),
                     lastInSeconds=round(now - conn.last_in),

@@ -127,3 +127,25 @@ def test_bytes_are_counted_on_the_connection_and_both_bridges() -> None:
     assert (listener.bytes_in, listener.bytes_out) == (120, 7)
     assert (a.bytes_in, a.bytes_out) == (120, 7)
     assert listener.identity == "tcpListener/in-svc" and a.identity == "tcpConnector/a"
+
+
+def test_a_stream_from_another_router_counts_on_its_connector_alone() -> None:
+    a = _connector("a")
+    services, listener = _services(a)
+    conn = services.streamed(a, "10.0.0.1:5000@site", now=0.0)
+    assert (conn.listener, conn.address, conn.tried, a.open) == (None, "svc", [a], 1)
+    services.connected(conn, "127.0.0.1:1")
+    services.moved(conn, 5, 9, now=1.0)
+    assert (a.bytes_in, a.bytes_out, listener.bytes_in) == (5, 9, 0)
+    services.ended(conn)
+    assert (a.open, a.closed, a.opened, listener.closed) == (0, 1, 1, 0)
+    assert conn.id not in services.connections
+
+
+def test_a_held_connection_sent_to_the_network_is_no_longer_held() -> None:
+    services, listener = _services()
+    conn = services.accepted(listener, "p:1", now=0.0)
+    assert services.route(conn, now=0.0) is None
+    services.unheld(conn)
+    assert not services.held
+    assert services.add(_connector("late")) == []
