@@ -815,6 +815,8 @@ class AnnotationEncoder:
         Raises:
             MessageFormatError: as for :func:`annotate`.
         """
+        if stream is None and annotations is not None:
+            stream = annotations.stream  # a streamed message stays one
         # The result depends only on these: ``annotations`` is decoded from
         # the section, or None.
         key = (_section(data, info.ma_start, info.ma_end), to, phase, stream,

@@ -54,12 +54,15 @@ from router.core import (
 )
 from router.core.message import NO_ANNOTATIONS
 from router.core.settlement import REJECTED, TERMINAL_STATES
+from router.core.tcpstream import STREAM_MARK
 
 log = logging.getLogger(__name__)
 
 _MULTICAST = Distribution.MULTICAST
 #: Transfers that take the slower way in (``_incoming_in_pieces``).
 _UNUSUAL: Final = PARTIAL | STATE
+#: The streaming marker is looked for this far into a message's first bytes.
+MARK_WITHIN: Final = 4096
 #: What ``producers_to_read`` answers when no producer is held (never changed).
 _NONE: Final[list[Any]] = []
 _CLOSEST = Distribution.CLOSEST
@@ -192,7 +195,7 @@ class Forwarder:
             self.outcomes.oversized(d, il)
             return
         if pn_delivery_partial(d):
-            if len(il.partial) >= STREAM_AT and not il.control:
+            if not il.control and (len(il.partial) >= STREAM_AT or _stream_marked(il.partial)):
                 self._stream_begin(d, il)
             return
         data = bytes(il.partial)
@@ -484,6 +487,15 @@ class Forwarder:
         self.dispositions.lose_outgoing(ol)
         if self.trunks is not None:
             self.trunks.lost(ol)
+
+
+def _stream_marked(partial: bytearray) -> bool:
+    """Whether a message still arriving carries the streaming marker
+    (``x-opt-qd.stream``, a carried TCP connection: docs/tcp.md) and its
+    body has begun, so that it is forwarded now rather than once
+    ``STREAM_AT`` bytes are in: its bytes must not wait for more."""
+    at = partial.find(STREAM_MARK, 0, MARK_WITHIN)
+    return at >= 0 and partial.find(b"\x00\x53\x75", at) >= 0
 
 
 __all__ = ["HIGH_WATER", "STREAM_AT", "Forwarder"]

@@ -138,3 +138,28 @@ def test_a_body_that_is_not_data_is_refused() -> None:
     with pytest.raises(StreamFormatError):
         # An annotations map that never ends within MAX_HEAD_BYTES.
         reader.feed(b"\x00\x53\x72\xd1" + (1 << 30).to_bytes(4, "big") + bytes(70_000))
+
+
+def test_a_marked_stream_is_forwarded_from_its_first_frame_once_its_body_began() -> None:
+    from router.adapter.forwarding.forwarder import _stream_marked
+
+    head = stream_head("svc", "h:1", "reply")
+    assert _stream_marked(bytearray(head + data_head(0)))
+    assert not _stream_marked(bytearray(head))  # the body has not begun
+    from proton import Message
+
+    plain = Message(address="svc", body=b"x" * 100)
+    plain.inferred = True
+    assert not _stream_marked(bytearray(plain.encode()))
+
+
+def test_a_router_passes_the_streaming_marker_on() -> None:
+    from router.core.message import AnnotationEncoder, decode_annotations, scan
+
+    data = stream_head("svc", "h:1", "reply") + data_head(3) + b"abc"
+    info = scan(data)
+    out = AnnotationEncoder("A").annotate(data, info, decode_annotations(data, info),
+                                          to=None, phase=None)
+    again = decode_annotations(out, scan(out))
+    assert again.stream == 1 and again.ingress == "0/A"
+    assert StreamReader().feed(out)[-1] == b"abc"
