@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import socket
 import string
 import time
 from collections import deque
@@ -43,7 +44,7 @@ from router.adapter.connections.certificates import Certificates
 from router.adapter.connections.connectors import Connectors
 from router.adapter.connections.listeners import HttpHandoff, Listeners, Upgrades
 from router.adapter.connections.peergroup import DiscoverySettings, PeerGroup
-from router.adapter.connections.settings import MESH_NAME, internal
+from router.adapter.connections.settings import MESH_NAME, TCP_ADAPTOR_NAME, internal
 from router.adapter.connections.tls import TlsError, TlsProfile, load_profiles
 from router.adapter.connections.transports import Transports
 from router.adapter.effects import Effects
@@ -156,7 +157,11 @@ def build_engine(*, core: Router, router_id: str,
     group = PeerGroup(loop, connector_part)
     certificates = Certificates(profiles, listeners, connector_part, section,
                                 plugins={p.name or "": p for p in auth_service_plugins})
-    tcp = TcpBridges(loop, services)
+    adaptor = listener_settings(conf.ListenerSection(
+        name=TCP_ADAPTOR_NAME, port="0", idle_timeout_seconds=0, max_frame_size=65536,
+        strip_annotations=conf.StripAnnotations.OUT))
+    tcp = TcpBridges(loop, services,
+                     lambda sock: _serve(transports, sock, adaptor))
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
                         connectors=connector_part, certificates=certificates, policy=policy,
                         policy_section=policy_section or conf.PolicySection(),
@@ -198,6 +203,11 @@ def build_engine(*, core: Router, router_id: str,
                   forwarder=forwarder, listeners=listeners, connectors=connector_part,
                   certificates=certificates, group=group,
                   shutdown_grace_s=shutdown_grace_s, tcp=tcp)
+
+
+def _serve(transports: Transports, sock: socket.socket, settings: ListenerSettings) -> None:
+    """Serve one end of a socket pair as an accepted AMQP connection."""
+    transports.start(sock, settings, TCP_ADAPTOR_NAME)
 
 
 def _close(transports: Transports, conn: Connection, why: str) -> None:

@@ -29,6 +29,9 @@ class SaslError(Exception):
 #: (docs/scaling.md#workers): their connections are the router's own, not
 #: listed by management.
 MESH_NAME: Final = "worker-mesh"
+#: The settings the router serves its own TCP bridges' AMQP clients with
+#: (docs/tcp.md#across-the-network): hidden from management and policy.
+TCP_ADAPTOR_NAME: Final = "tcp-adaptor"
 
 
 def internal(name: str | None) -> bool:

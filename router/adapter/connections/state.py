@@ -15,7 +15,12 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, Transport, symbol
 
 import router
-from router.adapter.connections.settings import ConnectorSettings, ListenerSettings, internal
+from router.adapter.connections.settings import (
+    TCP_ADAPTOR_NAME,
+    ConnectorSettings,
+    ListenerSettings,
+    internal,
+)
 from router.adapter.pn import decoded, lib
 from router.core import Connection, Role
 from router.core.reconnect import AcceptBackoff, Endpoint, Failover
@@ -89,7 +94,7 @@ class Conn:
         self.cost = settings.cost
         #: A connection between two workers of this router
         #: (docs/scaling.md#workers): management does not list it.
-        self.internal = internal(settings.name)
+        self.internal = internal(settings.name) or settings.name == TCP_ADAPTOR_NAME
         #: proton's SSL layer of the transport, for a listener or connector with TLS.
         self.ssl: Any = None
         #: The WebSocket framing around the AMQP bytes (``router.adapter.connections.websockets``;

@@ -104,7 +104,8 @@ class Opening:
                                  f"host={connector.address}")
         if conn.connector is None:
             # Admitted before the OPEN goes out: policy may lower its limits.
-            denied = None if core.role is Role.INTER_ROUTER else self._admit(conn, cptr)
+            denied = (None if core.role is Role.INTER_ROUTER or conn.internal
+                      else self._admit(conn, cptr))
             self.opens.open(conn, self.container)
             if denied is not None:
                 _refuse(cptr, denied)

@@ -26,6 +26,7 @@ from router.adapter.connections.dialing import dial, family_of, is_address, reso
 from router.adapter.connections.listeners import listening_socket
 from router.adapter.loop.eventloop import WRITE, EventLoop
 from router.adapter.tcp.carry import Carried, reset
+from router.adapter.tcp.streams import Attach, ClientStream, Streams
 from router.core.tcp import BridgeKind, TcpBridge, TcpConnection, TcpServices
 
 __all__ = ["TcpBridges", "bridge_of"]
@@ -65,9 +66,14 @@ class TcpBridges:
     Args:
         loop: the event loop.
         services: the core's bridges and connections.
+        attach: serves one end of a socket pair as an AMQP connection of
+            the router: with it, connections cross the network as streams
+            (``router.adapter.tcp.streams``); without, only the connectors
+            of this router are reached.
     """
 
-    def __init__(self, loop: EventLoop, services: TcpServices) -> None:
+    def __init__(self, loop: EventLoop, services: TcpServices,
+                 attach: Attach | None = None) -> None:
         self.loop = loop
         self.services = services
         self.clock = loop.clock
@@ -78,6 +84,7 @@ class TcpBridges:
         self._held: dict[int, socket.socket] = {}
         self._dialing: dict[int, _Dialing] = {}
         self.carried: dict[int, Carried] = {}
+        self.streams = Streams(loop, services, attach) if attach is not None else None
 
     # -- bridges -------------------------------------------------------------------
 
@@ -100,14 +107,25 @@ class TcpBridges:
         log.info("TCP connector %s: address %s, service %s:%s", bridge.name, bridge.address,
                  bridge.host, bridge.port)
         for conn in self.services.add(bridge):
-            client = self._held.pop(conn.id)
-            self.loop.remove(client.fileno())
-            self._route(conn, client)
+            held = self._held.pop(conn.id, None)
+            if held is not None:
+                self.loop.remove(held.fileno())
+                self._route(conn, held)
+            elif self.streams is not None:
+                # Offered to the network and not taken yet: served here now.
+                carrier = self.streams.carriers.get(conn.id)
+                client = carrier.cancel() if isinstance(carrier, ClientStream) else None
+                if client is not None:
+                    self._route(conn, client)
+        if self.streams is not None:
+            self.streams.consume(bridge)
 
     def remove(self, bridge: TcpBridge) -> None:
         """Stop ``bridge``: a listener stops listening and resets the
         connections it holds; the connections already carried go on."""
         self.services.remove(bridge)
+        if bridge.kind is BridgeKind.CONNECTOR and self.streams is not None:
+            self.streams.unconsume(bridge)
         if bridge.kind is BridgeKind.LISTENER:
             for fd, (sock, b) in list(self._listening.items()):
                 if b is bridge:
@@ -116,6 +134,11 @@ class TcpBridges:
                 conn = self.services.connections.get(conn_id)
                 if conn is not None and conn.listener is bridge:
                     self._refuse(conn, client, "its listener was deleted")
+            if self.streams is not None:
+                for carrier in list(self.streams.carriers.values()):
+                    if (isinstance(carrier, ClientStream) and carrier.conn.listener is bridge
+                            and not carrier.started):
+                        carrier.reset("its listener was deleted")
         log.info("TCP %s %s deleted", bridge.kind.value, bridge.name)
 
     def _stop_listening(self, fd: int, sock: socket.socket) -> None:
@@ -158,9 +181,13 @@ class TcpBridges:
             if conn.tried:
                 self._refuse(conn, client, "no connector of its address could reach its "
                              "service")
+            elif self.streams is not None:
+                log.info("[T%d] held: address %s has no connector on this router; offered "
+                         "to the network", conn.id, conn.address)
+                self.streams.offer(conn, client)
             else:
                 log.info("[T%d] held: address %s has no connector", conn.id,
-                         conn.listener.address)
+                         conn.address)
                 self._held[conn.id] = client
                 self.loop.add(client.fileno(), _HELD_MASK, self._held_event(conn.id))
             return
@@ -261,9 +288,16 @@ class TcpBridges:
     # -- the loop's part ---------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return min(self._paused.values()) if self._paused else None
+        when = min(self._paused.values()) if self._paused else None
+        if self.streams is not None:
+            due = self.streams.next_deadline()
+            if due is not None and (when is None or due < when):
+                when = due
+        return when
 
     def tick(self, now: float) -> None:
+        if self.streams is not None:
+            self.streams.tick(now)
         for fd, when in list(self._paused.items()):
             if when <= now:
                 del self._paused[fd]
@@ -273,6 +307,8 @@ class TcpBridges:
         """The router is ending: stop listening, reset every connection."""
         for fd, (sock, _bridge) in list(self._listening.items()):
             self._stop_listening(fd, sock)
+        if self.streams is not None:
+            self.streams.close()
         for carried in list(self.carried.values()):
             carried.abort()
         for conn_id, client in list(self._held.items()):
