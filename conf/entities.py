@@ -199,14 +199,15 @@ ENTITY_TYPES: tuple[EntityType, ...] = (
         summary="A TCP port whose connections are carried to a service: each client's "
         "connection reaches a tcpConnector of the same address.",
         details=(
-            "Each connection accepted goes to one of the address's connectors, the one "
-            "with the fewest open connections; a connector whose service refuses is "
-            "passed over and the next one tried. While the address has no connector the "
-            "connection is held, unread, until one is configured (as qdrouterd 1.18 did). "
-            "Bytes travel both ways as they come; a side that ends its stream (half-close) "
-            "ends it on the other side, and a reset is passed on as a reset. "
-            "Connectors on this router are served now; those on other routers are not "
-            "yet reached (docs/tcp.md).",
+            "Each connection accepted goes to one of the address's connectors on this "
+            "router, the one with the fewest open connections; a connector whose service "
+            "refuses is passed over and the next one tried. While this router has no "
+            "connector for the address, the connection is carried across the router "
+            "network to a connector of the address on another router, in qdrouterd 1.18's "
+            "stream format; until the network has one, it is held, unread (as qdrouterd "
+            "1.18 did). Bytes travel both ways as they come; a side that ends its stream "
+            "(half-close) ends it on the other side, and a reset is passed on as a reset "
+            "(docs/tcp.md).",
         ),
     ),
     EntityType(

@@ -1,6 +1,6 @@
 """A TCP connection carried across routers as a pair of streamed messages:
 the rules of qdrouterd 1.18's format that do not touch a socket
-(docs/tcp.md#across-the-network-next).
+(docs/tcp.md#across-the-network).
 
 Owns the connection id a stream's ``subject`` carries and the read window:
 how far the side reading a socket may run ahead of what the far side has
