@@ -6,7 +6,10 @@
 Each scenario runs against a service on loopback three ways: directly (the
 physical limit of this machine), through one Hop router (a ``tcpListener``
 and a ``tcpConnector`` of one address) and, with ``--qdrouterd``, through
-that qdrouterd (its 1.18 TCP adaptor has the same two sections):
+that qdrouterd (its 1.18 TCP adaptor has the same two sections); with
+``--line``, also through a line of three Hop routers, the listener on the
+first and the connector on the last, so that each connection crosses the
+network as a pair of streamed messages (docs/tcp.md#across-the-network):
 
 - ``bulk``: one connection sending as fast as it can for ``--seconds`` to a
   sink that counts and discards: Gbit/s, and the router's CPU seconds a GB;
@@ -210,8 +213,59 @@ def _router(flavour: Flavour, service_port: int) -> tuple[RouterProcess, int]:
     return router, port
 
 
+def _line_routers(service_port: int, echo_port: int) -> tuple[list[RouterProcess], int]:
+    """Three Hop routers in a line, A - B - C: a tcpListener on A, a
+    tcpConnector to the service on C; returned once a probe connection
+    (to the echo service, its own address) has crossed the line."""
+    port, probe = free_port(), free_port()
+    inter = [free_port(), free_port()]
+    routers: list[RouterProcess] = []
+
+    def section(kind: str, host_port: int, address: str) -> str:
+        return (f"{kind} {{\n    host: 127.0.0.1\n    port: {host_port}\n"
+                f"    address: {address}\n}}\n")
+
+    def interior(router_id: str, extra: str) -> str:
+        return f"router {{\n    mode: interior\n    id: {router_id}\n}}\n{extra}" \
+            "log {\n    module: DEFAULT\n    enable: notice+\n}\n"
+
+    def inter_router(kind: str, host_port: int) -> str:
+        return (f"{kind} {{\n    host: 127.0.0.1\n    port: {host_port}\n"
+                "    role: inter-router\n}\n")
+
+    confs = [
+        ("C", inter_router("listener", inter[1]) + section("tcpConnector", service_port, "bench")
+         + section("tcpConnector", echo_port, "probe")),
+        ("B", inter_router("listener", inter[0]) + inter_router("connector", inter[1])),
+        ("A", inter_router("connector", inter[0]) + section("tcpListener", port, "bench")
+         + section("tcpListener", probe, "probe")),
+    ]
+    try:
+        for router_id, text in confs:
+            routers.append(RouterProcess(interior(router_id, text), name=f"tcp-{router_id}"))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", probe), timeout=2) as sock:
+                    sock.sendall(b"?")
+                    if sock.recv(1) == b"?":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the line of three did not carry a probe connection")
+            time.sleep(0.2)
+    except BaseException:
+        for router in routers:
+            router.stop()
+        raise
+    return routers, port
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     ways: list[tuple[str, Flavour | None]] = [("direct", None), ("hop", HOP)]
+    if args.line:
+        ways.append(("hop-line", HOP))
     if args.qdrouterd:
         ways.append(("qdrouterd", qdrouterd(args.qdrouterd)))
     sink, sink_port = _server("sink")
@@ -223,12 +277,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for scenario, service_port in (("bulk", sink_port), ("parallel", sink_port),
                                            ("connect", echo_port), ("rr", echo_port)):
                 router = None
+                routers: list[RouterProcess] = []
                 target_port = service_port
-                if flavour is not None:
+                if name == "hop-line":
+                    routers, target_port = _line_routers(service_port, echo_port)
+                elif flavour is not None:
                     router, target_port = _router(flavour, service_port)
+                    routers = [router]
                 target = f"127.0.0.1:{target_port}"
                 try:
-                    cpu = router.cpu() if router is not None else 0.0
+                    cpu = sum(r.cpu() for r in routers)
                     limit = args.seconds * 4 + 60
                     if scenario == "bulk":
                         got = _client("bulk", target, str(args.seconds), "1", timeout=limit)
@@ -239,14 +297,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         got = _client("cps", target, str(args.seconds), timeout=limit)
                     else:
                         got = _client("rr", target, str(args.count), timeout=limit)
-                    if router is not None:
-                        got["router_cpu_s"] = router.cpu() - cpu
+                    if routers:
+                        # Every router's CPU together (a line: all three).
+                        got["router_cpu_s"] = sum(r.cpu() for r in routers) - cpu
                         if "bytes" in got:
                             got["router_cpu_s_per_gb"] = got["router_cpu_s"] / (
                                 got["bytes"] / 1e9)
                 finally:
-                    if router is not None:
-                        router.stop()
+                    for each in routers:
+                        each.stop()
                 entry[scenario] = got
                 print(f"{name:10} {scenario:9} {_line(scenario, got)}", flush=True)
             results[name] = entry
@@ -277,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long each bulk, parallel and connect run lasts")
     parser.add_argument("--streams", type=int, default=8, help="connections of parallel")
     parser.add_argument("--count", type=int, default=20000, help="round trips of rr")
+    parser.add_argument("--line", action="store_true",
+                        help="also through a line of three Hop routers")
     parser.add_argument("--qdrouterd", default="", metavar="PATH",
                         help="also through this qdrouterd (1.18 has the TCP adaptor)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))

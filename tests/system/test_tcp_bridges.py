@@ -312,18 +312,20 @@ def test_many_connections_at_once_all_arrive_whole(
 
 
 def test_the_tcp_bench_runs_every_scenario_through_the_router(tmp_path: Path) -> None:
-    """``python -m bench.tcp``, briefly: every byte a client sent is counted
-    by the sink behind the router (the client fails otherwise)."""
+    """``python -m bench.tcp``, briefly, through one router and a line of
+    three: every byte a client sent is counted by the sink behind the
+    routers (the client fails otherwise)."""
     done = subprocess.run([sys.executable, "-m", "bench.tcp", "--seconds", "0.5", "--count",
-                           "50", "--streams", "2", "--out", str(tmp_path)],
+                           "50", "--streams", "2", "--line", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "tcp.json").read_text())
-    assert set(results) == {"direct", "hop"}
+    assert set(results) == {"direct", "hop", "hop-line"}
     for way in results.values():
         assert way["bulk"]["bytes"] > 0 and way["parallel"]["bytes"] > 0
         assert way["connect"]["connections"] > 0 and way["rr"]["count"] == 50
     assert results["hop"]["bulk"]["router_cpu_s"] > 0
+    assert results["hop-line"]["bulk"]["router_cpu_s"] > 0
 
 
 @pytest.mark.parametrize("workers", [1, 2])

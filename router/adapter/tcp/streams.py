@@ -23,6 +23,7 @@ import itertools
 import logging
 import select
 import socket
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -49,6 +50,13 @@ log = logging.getLogger(__name__)
 Attach = Callable[[socket.socket], None]
 #: Bytes read from a TCP socket at a time.
 READ_BYTES: Final = 65536
+_HEAD: Final = len(data_head(0))
+#: Buffers passed to one ``sendmsg``.
+_GATHER: Final = 32
+#: The side writing a stream out reports its progress (``received``) each
+#: time this many more bytes are written: far below the read window, so the
+#: far side never waits for a report.
+REPORT_BYTES: Final = 262144
 #: A client stops reading its TCP socket while this much AMQP output waits
 #: for the router to take it.
 BACKLOG_BYTES: Final = 1 << 20
@@ -253,7 +261,9 @@ class _Carrier:
         self.in_link: Link | None = None
         self.in_client: AmqpClient | None = None
         self.reader = StreamReader()
-        self.wbuf = bytearray()
+        #: What is still to be written to the socket, and its length.
+        self.wq: deque[memoryview] = deque()
+        self.wlen = 0
         self.written = 0
         self.reported = 0
         self.in_complete = False
@@ -274,7 +284,7 @@ class _Carrier:
         mask = 0
         if self.out is not None and not self.read_eof and self._may_read():
             mask |= READ
-        if self.wbuf:
+        if self.wlen:
             mask |= WRITE
         if self.out is None and not self.read_eof and not self.rdhup:
             mask |= _HELD_MASK
@@ -340,13 +350,16 @@ class _Carrier:
     def _read(self) -> None:
         tcp, sender, out = self.tcp, self.sender, self.out
         assert tcp is not None and sender is not None and out is not None
-        buffer = self.streams.buffer
+        # Read behind room for the data section's head, so that head and
+        # bytes go to proton, which copies them, in one call from one buffer.
+        view = self.streams.view
+        body = view[_HEAD:]
         got = 0
         while not self.read_eof and self._may_read():
             room = self.window.room
             size = READ_BYTES if room is None else min(room, READ_BYTES)
             try:
-                n = tcp.recv_into(buffer, size)
+                n = tcp.recv_into(body, size)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
@@ -355,10 +368,10 @@ class _Carrier:
             if n == 0:
                 self.read_eof = True
                 break
-            chunk = bytes(buffer[:n])
-            sender.stream(data_head(n) + chunk)
+            view[:_HEAD] = data_head(n)
+            sender.stream(view[:_HEAD + n])
             self.window.took(n)
-            self.took(chunk)
+            self.took(body[:n])
             got += n
             if n < size:
                 break
@@ -367,8 +380,9 @@ class _Carrier:
         if self.read_eof:
             self._end_out()
 
-    def took(self, chunk: bytes) -> None:
-        """``chunk`` was read from the socket into the stream."""
+    def took(self, chunk: memoryview) -> None:
+        """``chunk`` (the shared read buffer's: copy to keep) was read from
+        the socket into the stream."""
 
     def moved(self, count: int) -> None:
         """``count`` bytes were read from the socket."""
@@ -386,16 +400,29 @@ class _Carrier:
         if tcp is None:
             return
         total = 0
-        while self.wbuf:
+        queue = self.wq
+        while queue:
+            parts = list(itertools.islice(queue, _GATHER))
             try:
-                n = tcp.send(self.wbuf)
+                n = tcp.sendmsg(parts)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
                 self.reset(f"writing failed: {exc.strerror or exc}")
                 return
-            del self.wbuf[:n]
             total += n
+            self.wlen -= n
+            whole = n == sum(len(part) for part in parts)
+            while n:
+                first = queue[0]
+                if len(first) <= n:
+                    n -= len(first)
+                    queue.popleft()
+                else:
+                    queue[0] = first[n:]
+                    n = 0
+            if not whole:
+                break
         if total:
             self.written += total
             self.wrote(total)
@@ -408,10 +435,10 @@ class _Carrier:
         incoming = self.incoming
         if incoming is None or self.in_done or self.over:
             return
-        if self.written != self.reported:
+        if self.written - self.reported >= REPORT_BYTES:
             self.reported = self.written
             _received(incoming, self.written)
-        if self.in_complete and not self.wbuf and self.tcp is not None:
+        if self.in_complete and not self.wlen and self.tcp is not None:
             with contextlib.suppress(OSError):
                 self.tcp.shutdown(socket.SHUT_WR)
             incoming.update(Disposition.ACCEPTED)
@@ -441,12 +468,15 @@ class _Carrier:
         except StreamFormatError as exc:
             self.reset(f"the stream is not one: {exc}")
             return
+        queue = self.wq
         for chunk in chunks:
-            self.wbuf += chunk
+            if chunk:
+                queue.append(memoryview(chunk))
+                self.wlen += len(chunk)
         if not delivery.partial:
             self.in_complete = True
         log.debug("[T%d] %s: in %d bytes pending to write, complete %s", self.conn.id, self.kind,
-                  len(self.wbuf), self.in_complete)
+                  self.wlen, self.in_complete)
         if self.tcp is not None:
             self._write()
             self._watch()
@@ -647,7 +677,7 @@ class ClientStream(_Carrier):
             self.reached = True
             self.replay = bytearray()
 
-    def took(self, chunk: bytes) -> None:
+    def took(self, chunk: memoryview) -> None:
         if not self.reached:
             self.replay += chunk
 
@@ -768,6 +798,9 @@ class ServiceStream(_Carrier):
         sender.target.address = head.reply_to
         sender.open()
         self.sender = sender
+        # Tells the far side at once that a service took the stream.
+        assert self.incoming is not None
+        _received(self.incoming, 0)
         self._write()
         self._watch()
         own.pump()
@@ -946,7 +979,7 @@ class Streams:
         self.loop = loop
         self.services = services
         self.attach = attach
-        self.buffer = bytearray(READ_BYTES)
+        self.view = memoryview(bytearray(_HEAD + READ_BYTES))
         self.carriers: dict[int, _Carrier] = {}
         self.consumers: dict[int, ConnectorConsumer] = {}
         self.holding: set[ConnectorConsumer] = set()
