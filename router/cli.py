@@ -334,6 +334,9 @@ def hopd(config_path: str | None, check_path: str | None, daemon: bool,
         sys.exit(1)
     if heap is not None:
         heap.start()
+        # Until the router serves and takes SIGUSR2 for a snapshot, one that
+        # comes early is ignored rather than ending the process.
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     options = ServiceOptions(daemon=daemon,
                              pidfile=os.path.abspath(pidfile) if pidfile else None,
                              user=user, shutdown_grace_s=shutdown_grace_s,
