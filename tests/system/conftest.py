@@ -10,6 +10,7 @@ import pytest
 
 from tests.system.harness import Hop, router_conf, start
 from tests.system.rabbitmq import RabbitMQ, running
+from tests.system.tcpservices import EchoServer
 
 StartRouter = Callable[..., Hop]
 
@@ -65,3 +66,12 @@ def rabbitmq() -> Iterator[RabbitMQ]:
     """A RabbitMQ broker for the whole test module (it takes seconds to start)."""
     with running("rabbit") as broker:
         yield broker
+
+
+@pytest.fixture
+def echo() -> Iterator[list[EchoServer]]:
+    """Echo services a test starts (``EchoServer``), closed after it."""
+    servers: list[EchoServer] = []
+    yield servers
+    for server in servers:
+        server.close()

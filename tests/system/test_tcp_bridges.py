@@ -3,7 +3,6 @@ tcpConnector on a real hopd, real TCP clients and services on loopback."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -12,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,62 +18,10 @@ import pytest
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, hopd_command, router_conf
 from tests.system.mgmt import PREFIX, Management
+from tests.system.tcpservices import TCP_LISTENING, EchoServer, exchange, read_line
 from tests.system.test_metrics import HTTP_LISTENER, scrape
 from tests.system.test_tools import hopstat
 from tests.waiting import free_port, wait_for
-
-TCP_LISTENING = re.compile(r"Listening for TCP on [0-9.]+:(\d+) for address (\S+)")
-
-
-class EchoServer:
-    """A TCP service that first sends its name and a newline, then echoes
-    every byte, and ends its stream when the client ends its own."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = False
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
-
-    def _echo(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.sendall(self.name.encode() + b"\n")
-            while True:
-                try:
-                    data = conn.recv(1 << 16)
-                except OSError:
-                    return
-                if not data:
-                    break
-                with contextlib.suppress(OSError):
-                    conn.sendall(data)
-            with contextlib.suppress(OSError):  # the client may have gone already
-                conn.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
-
-
-@pytest.fixture
-def echo() -> Iterator[list[EchoServer]]:
-    servers: list[EchoServer] = []
-    yield servers
-    for server in servers:
-        server.close()
 
 
 def _bridges(address: str, *ports: int) -> str:
@@ -90,36 +36,6 @@ def _tcp_port(hop: Hop) -> int:
     return int(hop.wait_log(TCP_LISTENING.pattern).group(1))
 
 
-def _read_line(sock: socket.socket) -> bytes:
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        chunk = sock.recv(1)
-        if not chunk:
-            break
-        line.extend(chunk)
-    return bytes(line)
-
-
-def _exchange(port: int, payload: bytes) -> tuple[bytes, bytes]:
-    """Connect, send ``payload``, end the stream; the service's name and
-    everything else it sent until it ended its own."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        name = _read_line(sock)
-        got = bytearray()
-
-        def read() -> None:
-            while True:
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    return
-                got.extend(chunk)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        reader.join(30)
-        return name.strip(), bytes(got)
 
 
 def test_a_service_is_reached_through_the_router_with_both_half_closes(
@@ -128,7 +44,7 @@ def test_a_service_is_reached_through_the_router_with_both_half_closes(
     hop = start_router(router_conf(_bridges("svc", echo[0].port)))
     port = _tcp_port(hop)
     payload = os.urandom(3_000_000)
-    name, got = _exchange(port, payload)
+    name, got = exchange(port, payload)
     assert name == b"alpha"
     assert got == payload
     mgmt = Management(hop.url)
@@ -154,7 +70,7 @@ def test_connections_are_balanced_over_the_connectors(
     port = _tcp_port(hop)
     socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(6)]
     try:
-        names = sorted(_read_line(s).strip() for s in socks)
+        names = sorted(read_line(s).strip() for s in socks)
     finally:
         for s in socks:
             s.close()
@@ -169,7 +85,7 @@ def test_a_connector_whose_service_refuses_is_passed_over(
     hop = start_router(router_conf(_bridges("svc", dead, echo[0].port)))
     port = _tcp_port(hop)
     for _ in range(3):
-        name, got = _exchange(port, b"ping")
+        name, got = exchange(port, b"ping")
         assert (name, got) == (b"alive", b"ping")
     mgmt = Management(hop.url)
     try:
@@ -215,7 +131,7 @@ def test_a_connection_is_held_until_its_address_has_a_connector(
         finally:
             mgmt.close()
         sock.settimeout(10)
-        assert _read_line(sock) == b"late\n"
+        assert read_line(sock) == b"late\n"
         got = b""
         while len(got) < len(b"waiting"):
             got += sock.recv(10)
@@ -231,7 +147,7 @@ def test_management_shows_each_carried_connection_both_sides(
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             client_port = sock.getsockname()[1]
-            assert _read_line(sock) == b"svc\n"
+            assert read_line(sock) == b"svc\n"
             sock.sendall(b"12345")
             got = b""
             while len(got) < 5:
@@ -264,7 +180,7 @@ def test_management_shows_each_carried_connection_both_sides(
             type=PREFIX + "tcpListener", name="extra")
         assert status == 201, description
         extra = int(body["port"])
-        assert _exchange(extra, b"x") == (b"svc", b"x")
+        assert exchange(extra, b"x") == (b"svc", b"x")
         status, description, _ = mgmt.request(operation="DELETE", type=PREFIX + "tcpListener",
                                               name="extra")
         assert status == 204, description
@@ -298,7 +214,7 @@ def test_many_connections_at_once_all_arrive_whole(
     payloads = [os.urandom(200_000 + n) for n in range(16)]
 
     def one(payload: bytes) -> None:
-        name, got = _exchange(port, payload)
+        name, got = exchange(port, payload)
         results.append(name in (b"a", b"b") and got == payload)
 
     threads = [threading.Thread(target=one, args=(p,)) for p in payloads]
@@ -339,7 +255,7 @@ def test_metrics_count_each_bridge(start_router: StartRouter, echo: list[EchoSer
     hop = start_router(text, listeners=2, args=("--workers", str(workers)))
     hop.wait_log(r"Operational, \d+ Threads Running", 60)  # the workers joined
     port = _tcp_port(hop)
-    assert _exchange(port, b"abc") == (b"m", b"abc")
+    assert exchange(port, b"abc") == (b"m", b"abc")
 
     def bridges() -> dict[str, float]:
         return {k: v for k, v in scrape(hop.ports[1])[2].items() if k.startswith("hop_tcp_")}

@@ -8,25 +8,16 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from tests.system.conftest import StartRouter
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
-from tests.system.test_tcp_bridges import TCP_LISTENING, EchoServer, _exchange
+from tests.system.tcpservices import TCP_LISTENING, EchoServer, exchange
 from tests.waiting import free_port, wait_for
 
 LINE = {"A": [], "B": ["A"], "C": ["B"]}
-
-
-@pytest.fixture
-def echo() -> Iterator[list[EchoServer]]:
-    servers: list[EchoServer] = []
-    yield servers
-    for server in servers:
-        server.close()
 
 
 def _listener(address: str) -> str:
@@ -58,12 +49,12 @@ def test_a_service_two_routers_away_is_reached_with_both_half_closes(
     echo.append(EchoServer("far"))
     net, port = _line(start_router, {"C": _connector("c0", "svc", echo[0].port)})
     payload = os.urandom(3 << 20)  # beyond the read window: flow control must turn
-    name, got = _exchange(port, payload)
+    name, got = exchange(port, payload)
     assert name == b"far"
     assert got == payload
     assert net["A"].wait_log(r"streamed to address svc across the network")
     # A service that speaks first, and a client that sends nothing at all.
-    name, got = _exchange(port, b"")
+    name, got = exchange(port, b"")
     assert (name, got) == (b"far", b"")
     assert echo[0].accepted == 2
 
@@ -76,7 +67,7 @@ def test_many_connections_at_once_cross_the_line_whole(
     results: dict[int, tuple[bytes, bytes]] = {}
 
     def one(i: int) -> None:
-        results[i] = _exchange(port, payloads[i])
+        results[i] = exchange(port, payloads[i])
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(payloads))]
     for thread in threads:
@@ -126,7 +117,7 @@ def test_a_connector_whose_service_refuses_is_passed_over_for_another(
     net, port = _line(start_router, {"B": _connector("dead", "svc", dead),
                                      "C": _connector("good", "svc", echo[0].port)})
     for _ in range(4):
-        assert _exchange(port, b"hello") == (b"good", b"hello")
+        assert exchange(port, b"hello") == (b"good", b"hello")
     net["B"].wait_log(r"TCP connector dead cannot reach 127\.0\.0\.1:\d+")
 
 
@@ -182,3 +173,4 @@ def test_management_shows_the_connection_on_both_routers(
         assert len(on_a.query("connection")) == len(on_c.query("connection"))
         on_a.conn.close()
         on_c.conn.close()
+
