@@ -388,8 +388,6 @@ class _Carrier:
         """``count`` bytes were read from the socket."""
 
     def _end_out(self) -> None:
-        log.debug("[T%d] %s: read end, out %s advanced %s", self.conn.id, self.kind,
-                  self.out is not None, self.advanced)
         if self.out is not None and not self.advanced and self.sender is not None:
             self.sender.advance()
             self.advanced = True
@@ -475,8 +473,6 @@ class _Carrier:
                 self.wlen += len(chunk)
         if not delivery.partial:
             self.in_complete = True
-        log.debug("[T%d] %s: in %d bytes pending to write, complete %s", self.conn.id, self.kind,
-                  self.wlen, self.in_complete)
         if self.tcp is not None:
             self._write()
             self._watch()
