@@ -725,16 +725,18 @@ def annotate(
 
 
 def annotate_upward(data: Buffer, info: MessageInfo, *, to: str | None,
-                    phase: int | None) -> bytes:
+                    phase: int | None, stream: int | None = None) -> bytes:
     """Return the message as an edge router sends it up its uplink
     (docs/networks.md#edge-routers): the user entries as received, then
-    ``x-opt-qd.phase`` (if non-zero) and ``x-opt-qd.to`` (if not None).  An
-    edge router adds no ingress or trace, and drops any it received.
+    ``x-opt-qd.phase`` (if non-zero), ``x-opt-qd.to`` (if not None) and
+    ``x-opt-qd.stream`` (if not None: a carried TCP connection stays a
+    stream, docs/tcp.md).  An edge router adds no ingress or trace, and
+    drops any it received.
 
     Raises:
         MessageFormatError: as for :func:`annotate`.
     """
-    head, heads = _routing_entries(to, phase, None)
+    head, heads = _routing_entries(to, phase, stream)
     if not heads and info.router_keys is None:
         return data if type(data) is bytes else bytes(data)
     user, users = _user_part(data, info)

@@ -174,3 +174,17 @@ def test_management_shows_the_connection_on_both_routers(
         on_a.conn.close()
         on_c.conn.close()
 
+
+
+def test_a_client_on_one_edge_reaches_a_service_on_another(
+        start_router: StartRouter, echo: list[EchoServer]) -> None:
+    echo.append(EchoServer("edge2"))
+    net = start_network(start_router, {"I": []}, edges={"E1": ["I"], "E2": ["I"]},
+                        extras={"E1": _listener("svc"),
+                                "E2": _connector("e2", "svc", echo[0].port)})
+    port = _tcp_port(net, "E1")
+    payload = os.urandom(1 << 20)
+    assert exchange(port, payload) == (b"edge2", payload)
+    assert exchange(port, b"again") == (b"edge2", b"again")
+    net["E1"].wait_log(r"streamed to address svc across the network")
+    assert echo[0].accepted == 2

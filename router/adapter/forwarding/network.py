@@ -351,9 +351,11 @@ class NetworkForwarding:
     def upward_copy(il: InLink, data: bytes, info: MessageInfo,
                      ann: RouterAnnotations | None, phase_override: int | None) -> bytes:
         """The copy that goes up the uplink: addressed (``x-opt-qd.to``) as the
-        producer's link is, or as it arrived, with no ingress or trace."""
+        producer's link is, or as it arrived, with no ingress or trace; a
+        streamed message keeps its marker (a carried TCP connection)."""
         to, phase = addressed(il, ann, phase_override)
-        return annotate_upward(data, info, to=to, phase=phase)
+        return annotate_upward(data, info, to=to, phase=phase,
+                               stream=ann.stream if ann is not None else None)
 
 
 def addressed(il: InLink, ann: RouterAnnotations | None,

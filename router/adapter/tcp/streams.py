@@ -21,6 +21,7 @@ import contextlib
 import errno
 import itertools
 import logging
+import os
 import select
 import socket
 from collections import deque
@@ -775,7 +776,7 @@ class ServiceStream(_Carrier):
         if error:
             sock.close()
             self._refused(errno.errorcode.get(error, str(error)) + ": " +
-                          __import__("os").strerror(error))
+                          os.strerror(error))
             return
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -18,6 +18,7 @@ from router.core.message import (
     MessageInfo,
     MessageReader,
     annotate,
+    annotate_upward,
     decode_annotations,
     encode_string,
     encode_symbol,
@@ -484,6 +485,19 @@ def test_annotate_orders_router_keys_after_user_keys() -> None:
         ("x-opt-qd.to", "t"), ("x-opt-qd.ingress", "0/A"), ("x-opt-qd.trace", ["0/A", "0/B"]),
     ]
     assert fields(out) == fields(data)
+
+
+def test_annotate_upward_keeps_user_keys_and_the_stream_marker_and_drops_ingress() -> None:
+    # An edge's copy up its uplink: no ingress or trace, but a carried TCP
+    # connection stays a stream for the routers beyond (docs/tcp.md).
+    data = message({"x-opt-qd.ingress": "0/X", "a": 1, "x-opt-qd.stream": 1}, address="q")
+    info = scan(data)
+    ann = decode_annotations(data, info)
+    out = annotate_upward(data, info, to="svc", phase=None, stream=ann.stream)
+    assert ma_items(out) == [("a", 1), ("x-opt-qd.stream", 1), ("x-opt-qd.to", "svc")]
+    assert fields(out) == fields(data)
+    plain = annotate_upward(data, info, to="svc", phase=None)
+    assert ma_items(plain) == [("a", 1), ("x-opt-qd.to", "svc")]
 
 
 def test_annotate_omits_zero_phase_and_absent_to() -> None:
