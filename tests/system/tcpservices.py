@@ -13,11 +13,13 @@ TCP_LISTENING = re.compile(r"Listening for TCP on [0-9.]+:(\d+) for address (\S+
 
 
 class EchoServer:
-    """A TCP service that first sends its name and a newline, then echoes
-    every byte, and ends its stream when the client ends its own."""
+    """A TCP service that first sends its name and a newline (unless
+    ``greet`` is false), then echoes every byte, and ends its stream when
+    the client ends its own."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, greet: bool = True) -> None:
         self.name = name
+        self.greet = greet
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -37,7 +39,8 @@ class EchoServer:
 
     def _echo(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
-            conn.sendall(self.name.encode() + b"\n")
+            if self.greet:
+                conn.sendall(self.name.encode() + b"\n")
             while True:
                 try:
                     data = conn.recv(1 << 16)

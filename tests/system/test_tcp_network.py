@@ -59,6 +59,22 @@ def test_a_service_two_routers_away_is_reached_with_both_half_closes(
     assert echo[0].accepted == 2
 
 
+def test_a_service_that_answers_and_closes_at_once_is_heard_across_the_line(
+        start_router: StartRouter, echo: list[EchoServer]) -> None:
+    # The client sends and half-closes; the service echoes and closes at
+    # once, often before the stream back has credit: its answer still comes.
+    echo.append(EchoServer("quiet", greet=False))
+    _net, port = _line(start_router, {"C": _connector("c0", "svc", echo[0].port)})
+    for i in range(10):
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            sock.sendall(b"abcd%d" % i)
+            sock.shutdown(socket.SHUT_WR)
+            got = bytearray()
+            while chunk := sock.recv(1 << 16):
+                got.extend(chunk)
+        assert bytes(got) == b"abcd%d" % i
+
+
 def test_many_connections_at_once_cross_the_line_whole(
         start_router: StartRouter, echo: list[EchoServer]) -> None:
     echo.append(EchoServer("far"))

@@ -244,6 +244,9 @@ class _Carrier:
     ``incoming`` brings is written to the socket."""
 
     kind = ""
+    #: Whether a hang-up before this side's stream started is kept until it
+    #: starts (what the peer sent waits in the socket) rather than a reset.
+    keeps_hangup = False
 
     def __init__(self, streams: Streams, conn: TcpConnection) -> None:
         self.streams = streams
@@ -319,13 +322,24 @@ class _Carrier:
     def _tcp_ready(self, _fd: int, mask: int) -> None:
         if self.over:
             return
+        try:
+            self._socket_ready(mask)
+        finally:
+            # What the socket's bytes made (transfers, an end of stream,
+            # dispositions) goes out now, also when the connection just ended.
+            for client in {self.own, self.in_client}:
+                if client is not None:
+                    client.pump()
+
+    def _socket_ready(self, mask: int) -> None:
         if mask & WRITE:
             self._write()
         if not self.over and mask & READ and self.out is not None and not self.read_eof:
             self._read()
         if self.over:
             return
-        if mask & select.EPOLLERR or (mask & _HUP and self.out is None):
+        if mask & select.EPOLLERR or (mask & _HUP and self.out is None
+                                      and not self.keeps_hangup):
             if self.out is None:
                 self._abandoned()
             else:
@@ -340,9 +354,6 @@ class _Carrier:
             # want an answer, so it is watched for a hang-up alone.
             self.rdhup = True
         self._watch()
-        for client in {self.own, self.in_client}:
-            if client is not None:
-                client.pump()
 
     def _abandoned(self) -> None:
         """The peer hung up before any stream carried it."""
@@ -722,6 +733,10 @@ class ServiceStream(_Carrier):
     service's bytes streamed back to the stream's reply address."""
 
     kind = "service"
+    #: A service that answers and closes at once (its client half-closed
+    #: first) may hang up before the stream back has credit: its answer is
+    #: read once it has.
+    keeps_hangup = True
 
     def __init__(self, streams: Streams, consumer: ConnectorConsumer, delivery: Delivery,
                  conn: TcpConnection) -> None:
