@@ -52,7 +52,7 @@ from router.core import (
     may_have_router_keys,
     user_id_of,
 )
-from router.core.message import NO_ANNOTATIONS
+from router.core.message import NO_ANNOTATIONS, scan
 from router.core.settlement import REJECTED, TERMINAL_STATES
 from router.core.tcpstream import STREAM_MARK
 
@@ -492,10 +492,19 @@ class Forwarder:
 def _stream_marked(partial: bytearray) -> bool:
     """Whether a message still arriving carries the streaming marker
     (``x-opt-qd.stream``, a carried TCP connection: docs/tcp.md) and its
-    body has begun, so that it is forwarded now rather than once
-    ``STREAM_AT`` bytes are in: its bytes must not wait for more."""
+    properties are in whole (or its body has begun), so that it is forwarded
+    now rather than once ``STREAM_AT`` bytes are in: its bytes must not wait
+    for more.  qdrouterd 1.18 sends a carried connection's first transfer
+    with no body at all, and a service that speaks first waits for it."""
     at = partial.find(STREAM_MARK, 0, MARK_WITHIN)
-    return at >= 0 and partial.find(b"\x00\x53\x75", at) >= 0
+    if at < 0:
+        return False
+    if partial.find(b"\x00\x53\x75", at) >= 0:
+        return True
+    try:
+        return scan(partial).properties >= 0
+    except MessageFormatError:
+        return False  # a section not in whole yet
 
 
 __all__ = ["HIGH_WATER", "STREAM_AT", "Forwarder"]

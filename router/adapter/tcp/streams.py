@@ -74,6 +74,9 @@ RETRY_FOR_S: Final = 10.0
 #: until the far side settles the stream it sent (every byte written out
 #: there), for at most this long.
 LINGER_S: Final = 10.0
+#: A reset service's stream back that had not started is started and
+#: aborted this long after (see ``ServiceStream.reset``).
+ABORT_AFTER_S: Final = 0.05
 #: Idle links each connector keeps on its address, each with credit 1.
 IDLE_LINKS: Final = 4
 _TERMINAL: Final = frozenset((Disposition.ACCEPTED, Disposition.REJECTED,
@@ -503,9 +506,23 @@ class _Carrier:
             self._watch()
             return
         if state in (Disposition.RELEASED, Disposition.MODIFIED):
+            if self.advanced and self.taken:
+                # Every byte went out and the far side had taken the stream:
+                # qdrouterd 1.18 releases a stream it served once its TCP
+                # connection ends.  Nothing is lost; the other direction
+                # finishes as it will.
+                self._settle_out()
+                self.window.open_ended = True
+                self._check_done()
+                return
             self.released(delivery)
         elif state == Disposition.REJECTED:
             self.reset("the far side reset the connection")
+
+    @property
+    def taken(self) -> bool:
+        """Whether the far side had taken the stream this side sends."""
+        return True
 
     def released(self, delivery: Delivery) -> None:
         self.reset("the far side released the stream")
@@ -669,8 +686,10 @@ class ClientStream(_Carrier):
             return
         self.attempts += 1
         self.out = sender.delivery(str(self.attempts).encode())
+        # No empty data section: qdrouterd 1.18 waits on one for ever.
         head = stream_head(self.conn.address, self.subject, self.reply_to)
-        sender.stream(head + data_head(len(self.replay)) + bytes(self.replay))
+        replay = self.replay
+        sender.stream(head + data_head(len(replay)) + bytes(replay) if replay else head)
         self.streams.unheld(self)
         if self.read_eof:
             sender.advance()
@@ -679,6 +698,10 @@ class ClientStream(_Carrier):
             log.info("[T%d] streamed to address %s across the network", self.conn.id,
                      self.conn.address)
         self._watch()
+
+    @property
+    def taken(self) -> bool:
+        return self.reached
 
     def _reached(self) -> None:
         if not self.reached:
@@ -747,6 +770,7 @@ class ServiceStream(_Carrier):
         self.in_client = consumer.client
         self.dialing: socket.socket | None = None
         self.head_seen = False
+        self.abort_back = False
 
     def in_delivery(self, delivery: Delivery) -> None:
         super().in_delivery(delivery)
@@ -854,7 +878,7 @@ class ServiceStream(_Carrier):
         if self.out is not None or sender.credit <= 0:
             return
         self.out = sender.delivery(b"1")
-        sender.stream(stream_head(head.reply_to or "", head.subject or "") + data_head(0))
+        sender.stream(stream_head(head.reply_to or "", head.subject or ""))
         self._watch()
 
     def moved(self, count: int) -> None:
@@ -873,7 +897,42 @@ class ServiceStream(_Carrier):
                 self.loop.remove(self.dialing.fileno())
             self.dialing.close()
             self.dialing = None
+        # A stream back that had not started yet is started and aborted,
+        # once it has credit, so the far side knows (qdrouterd 1.18's client
+        # side waits for its reply stream to end otherwise): the AMQP
+        # connection is kept for it, as for a settlement (``LINGER_S``).
+        back_due = not self.over and self.out is None and self.sender is not None
+        if back_due:
+            self.abort_back = True
+            self.lingering = True
         super().reset(why)
+        if back_due:
+            self._abort_back()
+
+    def after(self, event: Event) -> None:
+        if event.type == Event.LINK_FLOW and event.link == self.sender:
+            self._abort_back()
+            return
+        super().after(event)
+
+    def _abort_back(self) -> None:
+        sender, head, own = self.sender, self.reader.head, self.own
+        if not self.abort_back or sender is None or head is None or own is None \
+                or sender.credit <= 0:
+            return
+        self.abort_back = False
+        out = sender.delivery(b"1")
+        sender.stream(stream_head(head.reply_to or "", head.subject or ""))
+        own.pump()
+
+        def abort() -> None:
+            out.abort()
+            self.let_go()
+
+        # The router must have routed the head before the abort comes: an
+        # abort that arrives with a delivery's first bytes takes them away
+        # (the router forwards nothing of an aborted delivery not yet routed).
+        self.streams.call_at(self.loop.clock() + ABORT_AFTER_S, abort)
 
 
 class ConnectorConsumer:
@@ -999,7 +1058,13 @@ class Streams:
         self.retries: dict[ClientStream, float] = {}
         #: Connections over, waiting for the far side to settle their stream.
         self.lingering: dict[_Carrier, float] = {}
+        #: Calls due at a time, as (when, call).
+        self.calls: list[tuple[float, Callable[[], None]]] = []
         self._ids = itertools.count(1)
+
+    def call_at(self, when: float, call: Callable[[], None]) -> None:
+        """Run ``call`` at ``when`` (on the tick)."""
+        self.calls.append((when, call))
 
     def offer(self, conn: TcpConnection, client: socket.socket) -> ClientStream:
         """Stream ``conn`` to its address across the network."""
@@ -1038,9 +1103,15 @@ class Streams:
         due = [c.held_until for c in self.holding]
         due.extend(self.retries.values())
         due.extend(self.lingering.values())
+        due.extend(when for when, _call in self.calls)
         return min(due) if due else None
 
     def tick(self, now: float) -> None:
+        if self.calls:
+            ready = [call for when, call in self.calls if when <= now]
+            self.calls = [(when, call) for when, call in self.calls if when > now]
+            for call in ready:
+                call()
         for carrier, until in list(self.lingering.items()):
             if until <= now:
                 carrier.let_go()

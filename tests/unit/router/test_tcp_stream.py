@@ -140,12 +140,16 @@ def test_a_body_that_is_not_data_is_refused() -> None:
         reader.feed(b"\x00\x53\x72\xd1" + (1 << 30).to_bytes(4, "big") + bytes(70_000))
 
 
-def test_a_marked_stream_is_forwarded_from_its_first_frame_once_its_body_began() -> None:
+def test_a_marked_stream_is_forwarded_from_its_first_frame_once_its_properties_are_in() -> None:
     from router.adapter.forwarding.forwarder import _stream_marked
 
     head = stream_head("svc", "h:1", "reply")
     assert _stream_marked(bytearray(head + data_head(0)))
-    assert not _stream_marked(bytearray(head))  # the body has not begun
+    # qdrouterd 1.18 sends the properties alone first: enough to route on.
+    assert _stream_marked(bytearray(head))
+    # Properties not all in yet: not yet.
+    for cut in range(len(head) - 1, len(head) - 20, -1):
+        assert not _stream_marked(bytearray(head[:cut])), cut
     from proton import Message
 
     plain = Message(address="svc", body=b"x" * 100)
