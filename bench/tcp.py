@@ -7,9 +7,10 @@ Each scenario runs against a service on loopback three ways: directly (the
 physical limit of this machine), through one Hop router (a ``tcpListener``
 and a ``tcpConnector`` of one address) and, with ``--qdrouterd``, through
 that qdrouterd (its 1.18 TCP adaptor has the same two sections); with
-``--line``, also through a line of three Hop routers, the listener on the
-first and the connector on the last, so that each connection crosses the
-network as a pair of streamed messages (docs/tcp.md#across-the-network):
+``--line``, also through a line of three Hop routers (and of three of that
+qdrouterd, with both), the listener on the first and the connector on the
+last, so that each connection crosses the network as a pair of streamed
+messages (docs/tcp.md#across-the-network):
 
 - ``bulk``: one connection sending as fast as it can for ``--seconds`` to a
   sink that counts and discards: Gbit/s, and the router's CPU seconds a GB;
@@ -213,9 +214,10 @@ def _router(flavour: Flavour, service_port: int) -> tuple[RouterProcess, int]:
     return router, port
 
 
-def _line_routers(service_port: int, echo_port: int) -> tuple[list[RouterProcess], int]:
-    """Three Hop routers in a line, A - B - C: a tcpListener on A, a
-    tcpConnector to the service on C; returned once a probe connection
+def _line_routers(service_port: int, echo_port: int,
+                  flavour: Flavour = HOP) -> tuple[list[RouterProcess], int]:
+    """Three routers of ``flavour`` in a line, A - B - C: a tcpListener on
+    A, a tcpConnector to the service on C; returned once a probe connection
     (to the echo service, its own address) has crossed the line."""
     port, probe = free_port(), free_port()
     inter = [free_port(), free_port()]
@@ -230,8 +232,10 @@ def _line_routers(service_port: int, echo_port: int) -> tuple[list[RouterProcess
             "log {\n    module: DEFAULT\n    enable: notice+\n}\n"
 
     def inter_router(kind: str, host_port: int) -> str:
+        anonymous = ("    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n"
+                     if kind == "listener" else "")
         return (f"{kind} {{\n    host: 127.0.0.1\n    port: {host_port}\n"
-                "    role: inter-router\n}\n")
+                f"    role: inter-router\n{anonymous}}}\n")
 
     confs = [
         ("C", inter_router("listener", inter[1]) + section("tcpConnector", service_port, "bench")
@@ -242,7 +246,8 @@ def _line_routers(service_port: int, echo_port: int) -> tuple[list[RouterProcess
     ]
     try:
         for router_id, text in confs:
-            routers.append(RouterProcess(interior(router_id, text), name=f"tcp-{router_id}"))
+            routers.append(RouterProcess(interior(router_id, text), name=f"tcp-{router_id}",
+                                         flavour=flavour))
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -268,6 +273,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ways.append(("hop-line", HOP))
     if args.qdrouterd:
         ways.append(("qdrouterd", qdrouterd(args.qdrouterd)))
+        if args.line:
+            ways.append(("qdr-line", qdrouterd(args.qdrouterd)))
     sink, sink_port = _server("sink")
     echo, echo_port = _server("echo")
     results: dict[str, Any] = {}
@@ -279,8 +286,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 router = None
                 routers: list[RouterProcess] = []
                 target_port = service_port
-                if name == "hop-line":
-                    routers, target_port = _line_routers(service_port, echo_port)
+                if name.endswith("-line"):
+                    assert flavour is not None
+                    routers, target_port = _line_routers(service_port, echo_port, flavour)
                 elif flavour is not None:
                     router, target_port = _router(flavour, service_port)
                     routers = [router]
@@ -337,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=8, help="connections of parallel")
     parser.add_argument("--count", type=int, default=20000, help="round trips of rr")
     parser.add_argument("--line", action="store_true",
-                        help="also through a line of three Hop routers")
+                        help="also through a line of three Hop routers (and of three "
+                             "qdrouterd, with --qdrouterd)")
     parser.add_argument("--qdrouterd", default="", metavar="PATH",
                         help="also through this qdrouterd (1.18 has the TCP adaptor)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))

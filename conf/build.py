@@ -416,7 +416,8 @@ def build_conf(raw_sections: list[RawSection], sink: DiagnosticSink) -> RouterCo
         assert isinstance(router, RouterSection)
         _check_roles(router.mode, typed["listener"] + typed["connector"], sink)
     ssl = typed["sslProfile"]
-    _check_references(typed["listener"] + typed["connector"], "sslProfile", ssl, "sslProfile", sink)
+    _check_references(typed["listener"] + typed["connector"] + typed["tcpListener"]
+                      + typed["tcpConnector"], "sslProfile", ssl, "sslProfile", sink)
     _check_references(typed["authServicePlugin"], "sslProfile", ssl, "sslProfile", sink)
     plugins = typed["authServicePlugin"]
     _check_references(typed["listener"], "saslPlugin", plugins, "authServicePlugin", sink)

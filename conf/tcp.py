@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from conf.fields import Problem, Section, setting
-from conf.types import StringType, TcpPortType
+from conf.types import BooleanType, StringType, TcpPortType
 
 __all__ = ["TcpConnectorSection", "TcpListenerSection"]
 
@@ -23,6 +23,11 @@ _ADDRESS = setting("address", StringType(),
 _SITE_ID = setting("siteId", StringType(),
                    "a label for where the connections are handled, shown with each "
                    "connection and sent along with it")
+
+
+_SSL_PROFILE = setting("sslProfile", StringType(),
+                       "name of an sslProfile section: TLS between the router and "
+                       "the bridge's TCP peer (a Hop extension)")
 
 
 def _address_problems(address: str) -> list[Problem]:
@@ -47,9 +52,19 @@ class TcpListenerSection(Section):
                          "port to bind; 0 picks a free port (logged)"),
     )
     site_id: str | None = attrs.field(default=None, metadata=_SITE_ID)
+    ssl_profile: str | None = attrs.field(default=None, metadata=_SSL_PROFILE)
+    authenticate_peer: bool = attrs.field(
+        default=False,
+        metadata=setting("authenticatePeer", BooleanType(),
+                         "with sslProfile, require a client certificate signed by the "
+                         "profile's caCertFile"),
+    )
 
     def problems(self) -> list[Problem]:
-        return _address_problems(self.address)
+        problems = _address_problems(self.address)
+        if self.authenticate_peer and self.ssl_profile is None:
+            problems.append(("authenticatePeer", "authenticatePeer needs an sslProfile"))
+        return problems
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +80,13 @@ class TcpConnectorSection(Section):
         metadata=setting("port", TcpPortType(allow_zero=False), "port of the service"),
     )
     site_id: str | None = attrs.field(default=None, metadata=_SITE_ID)
+    ssl_profile: str | None = attrs.field(default=None, metadata=_SSL_PROFILE)
+    verify_hostname: bool = attrs.field(
+        default=True,
+        metadata=setting("verifyHostname", BooleanType(),
+                         "with sslProfile, check the service certificate's name against "
+                         "host", aliases=("verifyHostName",)),
+    )
 
     def problems(self) -> list[Problem]:
         problems = _address_problems(self.address)

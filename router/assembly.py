@@ -161,7 +161,7 @@ def build_engine(*, core: Router, router_id: str,
         name=TCP_ADAPTOR_NAME, port="0", idle_timeout_seconds=0, max_frame_size=65536,
         strip_annotations=conf.StripAnnotations.OUT))
     tcp = TcpBridges(loop, services,
-                     lambda sock: _serve(transports, sock, adaptor))
+                     lambda sock: _serve(transports, sock, adaptor), profiles=profiles)
     agent = build_agent(core=core, stats=stats, connections=transports, listeners=listeners,
                         connectors=connector_part, certificates=certificates, policy=policy,
                         policy_section=policy_section or conf.PolicySection(),
@@ -395,6 +395,9 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
     except OSError as exc:
         engine.close()
         raise ServiceError(f"Shutting down, required TCP listener failed: {exc}") from None
+    except TlsError as exc:
+        engine.close()
+        raise ServiceError(f"Shutting down, a TCP bridge's TLS cannot be used: {exc}") from None
     if cfg.discovery is not None:
         try:
             engine.group.join(discovery_settings(cfg.discovery, bound), router_id, instance)
@@ -410,15 +413,17 @@ def assemble(cfg: conf.RouterConf, source: str, *, shutdown_grace_s: float,
 
 def _tcp_bridges(engine: Engine, cfg: conf.RouterConf, worker: WorkerPlan | None) -> None:
     """Open the TCP bridges (docs/tcp.md); with workers, the first worker
-    serves them all.  Raises OSError when a listener cannot listen."""
+    serves them all.  Raises OSError when a listener cannot listen, TlsError
+    when a bridge's sslProfile cannot serve it."""
     if not (cfg.tcp_listeners or cfg.tcp_connectors) or engine.tcp is None:
         return
     if worker is not None and worker.index != 0:
         return
+    tcp = engine.tcp
     for connector in cfg.tcp_connectors:
-        engine.tcp.add_connector(bridge_of(connector))
+        tcp.add_connector(bridge_of(connector), tcp.tls_context(connector))
     for listener in cfg.tcp_listeners:
-        engine.tcp.add_listener(bridge_of(listener))
+        tcp.add_listener(bridge_of(listener), tcp.tls_context(listener))
 
 
 def build_policy(cfg: conf.RouterConf, sections: dict[str, conf.VhostSection]) -> Policy:

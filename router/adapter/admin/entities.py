@@ -557,15 +557,19 @@ class TcpBridgeEntities(ReadOnly):
         bridge = bridge_of(section)
         if bridge.name and any(b.name == bridge.name for b in self._bridges()):
             raise ManagementError(400, f"a {self._kind.value} named {bridge.name!r} exists")
+        try:
+            tls = self._tcp.tls_context(section)
+        except TlsError as error:
+            raise ManagementError(400, str(error)) from None
         if self._kind is BridgeKind.LISTENER:
             try:
-                self._tcp.add_listener(bridge)
+                self._tcp.add_listener(bridge, tls)
             except OSError as error:
                 raise ManagementError(
                     400, f"Cannot listen on {bridge.host}:{bridge.port}: {error.strerror}"
                 ) from None
         else:
-            self._tcp.add_connector(bridge)
+            self._tcp.add_connector(bridge, tls)
         return Changed(row=self._row(bridge))
 
     def delete(self, row: Row) -> tuple[()]:

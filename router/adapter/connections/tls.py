@@ -210,6 +210,42 @@ class TlsProfile:
                 f"{profile.private_key_file or profile.cert_file} do not load (not PEM, not a "
                 "matching pair, or a wrong password)") from None
         context.verify_mode = ssl.CERT_REQUIRED if verify_client else ssl.CERT_NONE
+        self._versions_and_ciphers(context)
+        return context
+
+    def client_context(self, *, verify_hostname: bool) -> ssl.SSLContext:
+        """The TLS of a connection the router makes with Python's ``ssl``
+        (a ``tcpConnector``'s to its service): the server's certificate is
+        checked against ``caCertFile`` (its name against the host with
+        ``verify_hostname``), not checked without one; the profile's own
+        certificate, where it has one, is offered; its ciphers and protocol
+        versions apply.
+
+        Raises:
+            TlsError: the files do not load, ciphers or protocols OpenSSL refuses.
+        """
+        profile = self.section
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        try:
+            if profile.ca_cert_file is not None:
+                context.load_verify_locations(profile.ca_cert_file)
+                context.check_hostname = verify_hostname
+            else:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if profile.cert_file is not None:
+                context.load_cert_chain(profile.cert_file,
+                                        profile.private_key_file or profile.cert_file,
+                                        _password(self.section) or "")
+        except (OSError, ssl.SSLError):
+            raise TlsError(
+                f"sslProfile {self.name!r}: its caCertFile, certFile or privateKeyFile do "
+                "not load (not PEM, not a matching pair, or a wrong password)") from None
+        self._versions_and_ciphers(context)
+        return context
+
+    def _versions_and_ciphers(self, context: ssl.SSLContext) -> None:
+        profile = self.section
         if profile.ciphers:
             try:
                 context.set_ciphers(profile.ciphers)
@@ -221,7 +257,6 @@ class TlsProfile:
                               if name in _TLS_VERSIONS)
             if versions:
                 context.minimum_version, context.maximum_version = versions[0], versions[-1]
-        return context
 
     def client_domain(self, *, verify_hostname: bool) -> Any:
         """The domain of a connector: the server's certificate is checked

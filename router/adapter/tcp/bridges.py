@@ -17,16 +17,19 @@ import logging
 import os
 import select
 import socket
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import conf
 from router import logs
 from router.adapter.connections.dialing import dial, family_of, is_address, resolve
 from router.adapter.connections.listeners import listening_socket
+from router.adapter.connections.tls import TlsError, TlsProfile
 from router.adapter.loop.eventloop import WRITE, EventLoop
 from router.adapter.tcp.carry import Carried, reset
 from router.adapter.tcp.streams import Attach, ClientStream, Streams
+from router.adapter.tcp.tls import TlsRelay
 from router.core.tcp import BridgeKind, TcpBridge, TcpConnection, TcpServices
 
 __all__ = ["TcpBridges", "bridge_of"]
@@ -73,8 +76,13 @@ class TcpBridges:
     """
 
     def __init__(self, loop: EventLoop, services: TcpServices,
-                 attach: Attach | None = None) -> None:
+                 attach: Attach | None = None,
+                 profiles: Mapping[str, TlsProfile] | None = None) -> None:
         self.loop = loop
+        self.profiles = profiles if profiles is not None else {}
+        #: Each TLS bridge's context, by ``id`` of the bridge.
+        self.tls: dict[int, ssl.SSLContext] = {}
+        self.relays: set[TlsRelay] = set()
         self.services = services
         self.clock = loop.clock
         #: Listening sockets by descriptor.
@@ -85,12 +93,67 @@ class TcpBridges:
         self._dialing: dict[int, _Dialing] = {}
         self.carried: dict[int, Carried] = {}
         self.streams = Streams(loop, services, attach) if attach is not None else None
+        if self.streams is not None:
+            self.streams.relay = self.relay
+
+    # -- TLS -----------------------------------------------------------------------
+
+    def tls_context(self, section: conf.TcpListenerSection | conf.TcpConnectorSection
+                    ) -> ssl.SSLContext | None:
+        """The TLS context of a bridge with an ``sslProfile`` (docs/tcp.md#tls).
+
+        Raises:
+            TlsError: the profile is not loaded (it could not be) or its
+                files do not serve.
+        """
+        if section.ssl_profile is None:
+            return None
+        profile = self.profiles.get(section.ssl_profile)
+        if profile is None:
+            raise TlsError(f"sslProfile {section.ssl_profile!r} cannot be used (logged)")
+        if isinstance(section, conf.TcpListenerSection):
+            return profile.http_context(verify_client=section.authenticate_peer)
+        return profile.client_context(verify_hostname=section.verify_hostname)
+
+    def relay(self, bridge: TcpBridge, sock: socket.socket) -> socket.socket:
+        """``sock`` itself, or for a TLS connector the plaintext end of its
+        TLS relay to the service."""
+        context = self.tls.get(id(bridge))
+        if context is None:
+            return sock
+        self.relays = {r for r in self.relays if not r.over}
+        # A name or an address: Python checks either against the certificate.
+        relay = TlsRelay(self.loop, sock, context, server_side=False,
+                         server_hostname=bridge.host)
+        self.relays.add(relay)
+        return relay.plain
+
+    def _accept_tls(self, conn: TcpConnection, client: socket.socket,
+                    context: ssl.SSLContext) -> None:
+        """A TLS listener's client: routed once its handshake is done (a
+        client that cannot do one never reaches a service)."""
+        self.relays = {r for r in self.relays if not r.over}
+
+        def failed(why: str) -> None:
+            self.services.ended(conn)
+            log.info("[T%d] TLS client %s refused: %s", conn.id, conn.peer, why)
+
+        def ready() -> None:
+            relay.on_failed = None
+            self._route(conn, relay.plain)
+
+        relay = TlsRelay(self.loop, client, context, server_side=True, on_failed=failed,
+                         on_handshake=ready)
+        self.relays.add(relay)
 
     # -- bridges -------------------------------------------------------------------
 
-    def add_listener(self, bridge: TcpBridge) -> None:
-        """Listen for ``bridge``; raises OSError when its port cannot be bound."""
+    def add_listener(self, bridge: TcpBridge, tls: ssl.SSLContext | None = None) -> None:
+        """Listen for ``bridge`` (its clients with TLS, given ``tls``); raises
+        OSError when its port cannot be bound."""
         sock = listening_socket(bridge.host, int(bridge.port))
+        if tls is not None:
+            self.tls[id(bridge)] = tls
         sock.setblocking(False)
         if bridge.port == "0":
             bridge.port = str(sock.getsockname()[1])
@@ -101,8 +164,11 @@ class TcpBridges:
         log.log(logs.NOTICE, "Listening for TCP on %s:%s for address %s (%s)",
                 bridge.host, bridge.port, bridge.address, bridge.name)
 
-    def add_connector(self, bridge: TcpBridge) -> None:
-        """Serve ``bridge``'s address; the connections held for it start now."""
+    def add_connector(self, bridge: TcpBridge, tls: ssl.SSLContext | None = None) -> None:
+        """Serve ``bridge``'s address (its service with TLS, given ``tls``);
+        the connections held for it start now."""
+        if tls is not None:
+            self.tls[id(bridge)] = tls
         bridge.name = bridge.name or f"{bridge.host}:{bridge.port}"
         log.info("TCP connector %s: address %s, service %s:%s", bridge.name, bridge.address,
                  bridge.host, bridge.port)
@@ -124,6 +190,7 @@ class TcpBridges:
         """Stop ``bridge``: a listener stops listening and resets the
         connections it holds; the connections already carried go on."""
         self.services.remove(bridge)
+        self.tls.pop(id(bridge), None)
         if bridge.kind is BridgeKind.CONNECTOR and self.streams is not None:
             self.streams.unconsume(bridge)
         if bridge.kind is BridgeKind.LISTENER:
@@ -170,7 +237,11 @@ class TcpBridges:
             conn = self.services.accepted(bridge, f"{peer[0]}:{peer[1]}", self.clock())
             log.info("[T%d] TCP connection from %s to listener %s (address %s)", conn.id,
                      conn.peer, bridge.name, bridge.address)
-            self._route(conn, client)
+            context = self.tls.get(id(bridge))
+            if context is not None:
+                self._accept_tls(conn, client, context)
+            else:
+                self._route(conn, client)
 
     # -- connecting --------------------------------------------------------------------
 
@@ -236,6 +307,7 @@ class TcpBridges:
         assert connector is not None
         log.info("[T%d] connected to %s:%s for %s (connector %s)", conn.id, host, port,
                  conn.peer, connector.name)
+        sock = self.relay(connector, sock)
         carried = Carried(self.loop, dialing.client, sock,
                           moved=lambda up, down: self.services.moved(conn, up, down,
                                                                      self.clock()),
@@ -311,6 +383,8 @@ class TcpBridges:
             self.streams.close()
         for carried in list(self.carried.values()):
             carried.abort()
+        for relay in list(self.relays):
+            relay.abort()
         for conn_id, client in list(self._held.items()):
             conn = self.services.connections.get(conn_id)
             if conn is not None:

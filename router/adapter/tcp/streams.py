@@ -824,7 +824,7 @@ class ServiceStream(_Carrier):
         services.connected(self.conn, f"{host}:{port}")
         log.info("[T%d] connected to %s:%s for stream %s (connector %s)", self.conn.id, host,
                  port, self.conn.peer, self.consumer.bridge.name)
-        self.tcp = sock
+        self.tcp = self.streams.relay(self.consumer.bridge, sock)
         head = self.reader.head
         assert head is not None
         n = self.conn.id
@@ -1060,6 +1060,10 @@ class Streams:
         self.lingering: dict[_Carrier, float] = {}
         #: Calls due at a time, as (when, call).
         self.calls: list[tuple[float, Callable[[], None]]] = []
+        #: What wraps a connector's socket in TLS where its bridge has it
+        #: (set by ``TcpBridges``).
+        self.relay: Callable[[TcpBridge, socket.socket], socket.socket] = \
+            lambda _bridge, sock: sock
         self._ids = itertools.count(1)
 
     def call_at(self, when: float, call: Callable[[], None]) -> None:
