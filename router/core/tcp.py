@@ -51,6 +51,8 @@ class TcpBridge:
     host: str
     port: str
     site_id: str | None = None
+    #: Its TLS (docs/tcp.md#tls): the sslProfile's name, None for plain TCP.
+    ssl_profile: str | None = None
     identity: str = ""
     opened: int = 0
     closed: int = 0

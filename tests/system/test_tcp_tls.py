@@ -18,6 +18,7 @@ import pytest
 from tests.system.certs import Pki, make_pki
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, hopd_command, router_conf
+from tests.system.mgmt import Management
 from tests.system.network import start_network
 from tests.system.tcpservices import TCP_LISTENING, EchoServer, exchange, read_line
 
@@ -132,6 +133,13 @@ def test_a_tls_client_reaches_a_plain_service_through_a_tls_listener(
     hop.wait_log(r"TCP TLS: TLS handshake failed")
     assert echo[0].accepted == 1  # the plain client never reached the service
     assert _tls_round_trip(port, pki, b"still serving") == b"plain"
+    mgmt = Management(hop.url)
+    try:
+        assert [(r["address"], r["sslProfile"]) for r in mgmt.query("tcpListener")] == [
+            ("svc", "server")]
+        assert [r["sslProfile"] for r in mgmt.query("tcpConnector")] == [None]
+    finally:
+        mgmt.conn.close()
 
 
 def test_a_plain_client_reaches_a_tls_service_through_a_tls_connector(

@@ -544,7 +544,7 @@ class TcpBridgeEntities(ReadOnly):
     def _row(bridge: TcpBridge) -> Row:
         row: Row = {"identity": bridge.identity, "name": bridge.name,
                     "address": bridge.address, "host": bridge.host, "port": bridge.port,
-                    "siteId": bridge.site_id}
+                    "siteId": bridge.site_id, "sslProfile": bridge.ssl_profile}
         row.update(as_row(bridge_statistics(bridge)))
         return row
 

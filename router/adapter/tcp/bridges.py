@@ -49,7 +49,7 @@ def bridge_of(section: conf.TcpListenerSection | conf.TcpConnectorSection) -> Tc
             else BridgeKind.CONNECTOR)
     # Unnamed: named by its host and port once bound (``add_listener``).
     return TcpBridge(kind=kind, name=section.name or "", address=section.address, host=section.host,
-                     port=section.port, site_id=section.site_id)
+                     port=section.port, site_id=section.site_id, ssl_profile=section.ssl_profile)
 
 
 class _Dialing:
