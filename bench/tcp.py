@@ -170,9 +170,9 @@ def _peer(argv: list[str]) -> int:
 # -- the runs ----------------------------------------------------------------------
 
 
-def _spawn(*args: str) -> subprocess.Popen[str]:
+def _spawn(*args: str, stderr: int | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "bench.tcp", "peer", *args],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def _server(role: str) -> tuple[subprocess.Popen[str], int]:
@@ -189,7 +189,7 @@ class PeerFailed(RuntimeError):
 
 
 def _client(*args: str, timeout: float) -> dict[str, Any]:
-    proc = _spawn(*args)
+    proc = _spawn(*args, stderr=subprocess.PIPE)
     out, err = proc.communicate(timeout=timeout)
     if proc.returncode != 0:
         said = err.strip().splitlines()[-1] if err and err.strip() else ""
@@ -229,7 +229,8 @@ def _line_routers(service_port: int, echo_port: int,
     routers: list[RouterProcess] = []
 
     def section(kind: str, host_port: int, address: str) -> str:
-        return (f"{kind} {{\n    host: 127.0.0.1\n    port: {host_port}\n"
+        # Named: the probe's connector and the echo scenarios' share a port.
+        return (f"{kind} {{\n    name: {address}\n    host: 127.0.0.1\n    port: {host_port}\n"
                 f"    address: {address}\n}}\n")
 
     def interior(router_id: str, extra: str) -> str:
