@@ -86,8 +86,20 @@ class TlsRelay:
 
     # -- watching ------------------------------------------------------------------
 
-    def _set(self, fd: int, mask: int) -> None:
-        if self._masks.get(fd) != mask:
+    def _set(self, fd: int, mask: int, ended: bool, handler: Callable[[int, int], None]) -> None:
+        """Watch ``fd`` for ``mask``; a side whose stream ``ended`` with
+        nothing to do is not watched at all, since a hang-up is reported
+        whatever the mask."""
+        current = self._masks.get(fd)
+        if mask == 0 and ended:
+            if current is not None:
+                del self._masks[fd]
+                self.loop.remove(fd)
+            return
+        if current is None:
+            self._masks[fd] = mask
+            self.loop.add(fd, mask, handler)
+        elif current != mask:
             self._masks[fd] = mask
             self.loop.modify(fd, mask)
 
@@ -104,8 +116,8 @@ class TlsRelay:
             mine |= READ
         if self.to_plain:
             mine |= WRITE
-        self._set(self.sock.fileno(), peer)
-        self._set(self.mine.fileno(), mine)
+        self._set(self.sock.fileno(), peer, self.peer_ended, self._peer_ready)
+        self._set(self.mine.fileno(), mine, self.plain_ended, self._mine_ready)
 
     # -- the TLS side --------------------------------------------------------------
 
