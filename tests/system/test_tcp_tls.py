@@ -157,7 +157,7 @@ def test_a_plain_client_reaches_a_tls_service_through_a_tls_connector(
     assert exchange(port, b"") == (b"secure", b"")
 
 
-def test_a_service_whose_certificate_is_not_trusted_is_never_spoken_to(
+def test_a_service_whose_certificate_is_not_trusted_is_passed_over(
         start_router: StartRouter, echo: list[EchoServer], pki: Pki) -> None:
     service = TlsEchoServer("untrusted", pki)
     echo.append(service)
@@ -165,13 +165,48 @@ def test_a_service_whose_certificate_is_not_trusted_is_never_spoken_to(
         "svc", service.port, "    sslProfile: stranger\n")))
     hop.wait_log(TCP_LISTENING.pattern)
     port = _ports(hop)["svc"]
+    # Its only connector's handshake fails: the client is reset, unheard.
     with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
         sock.sendall(b"secret")
         got = b""
         with contextlib.suppress(ConnectionResetError):
             got = sock.recv(100)
         assert got == b""
-    hop.wait_log(r"TCP TLS: TLS handshake failed: CERTIFICATE_VERIFY_FAILED")
+    hop.wait_log(r"TCP connector \S+ cannot reach 127\.0\.0\.1:\d+: TLS handshake failed: "
+                 r"CERTIFICATE_VERIFY_FAILED")
+
+
+def test_a_connector_whose_tls_handshake_fails_is_passed_over_for_another(
+        start_router: StartRouter, echo: list[EchoServer], pki: Pki) -> None:
+    untrusted = TlsEchoServer("untrusted", pki)
+    good = TlsEchoServer("good", pki)
+    echo.extend([untrusted, good])
+    hop = start_router(router_conf(
+        _profiles(pki) + _listener("svc")
+        + _connector("svc", untrusted.port, "    sslProfile: stranger\n")
+        + _connector("svc", good.port, "    sslProfile: trusting\n")))
+    hop.wait_log(TCP_LISTENING.pattern)
+    port = _ports(hop)["svc"]
+    for _ in range(4):
+        assert exchange(port, b"hello") == (b"good", b"hello")
+    assert untrusted.handshakes_failed >= 1
+
+
+def test_across_the_network_a_connector_whose_tls_fails_is_passed_over(
+        start_router: StartRouter, echo: list[EchoServer], pki: Pki) -> None:
+    untrusted = TlsEchoServer("untrusted", pki)
+    good = TlsEchoServer("good", pki)
+    echo.extend([untrusted, good])
+    net = start_network(start_router, LINE, extras={
+        "A": _listener("svc"),
+        "B": _profiles(pki) + _connector("svc", untrusted.port, "    sslProfile: stranger\n"),
+        "C": _profiles(pki) + _connector("svc", good.port, "    sslProfile: trusting\n"),
+    })
+    net["A"].wait_log(TCP_LISTENING.pattern)
+    port = _ports(net["A"])["svc"]
+    for _ in range(3):
+        assert exchange(port, b"over the line") == (b"good", b"over the line")
+    net["B"].wait_log(r"TCP connector \S+ cannot reach 127\.0\.0\.1:\d+: TLS handshake failed")
 
 
 def test_a_listener_with_authenticate_peer_takes_only_clients_with_certificates(

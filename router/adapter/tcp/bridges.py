@@ -115,18 +115,27 @@ class TcpBridges:
             return profile.http_context(verify_client=section.authenticate_peer)
         return profile.client_context(verify_hostname=section.verify_hostname)
 
-    def relay(self, bridge: TcpBridge, sock: socket.socket) -> socket.socket:
-        """``sock`` itself, or for a TLS connector the plaintext end of its
-        TLS relay to the service."""
+    def relay(self, bridge: TcpBridge, sock: socket.socket,
+              ready: Callable[[socket.socket], None], failed: Callable[[str], None]) -> None:
+        """Call ``ready`` with the socket a connector's connection to its
+        service is carried on: ``sock`` itself, or for a TLS connector the
+        plaintext end of its TLS relay once the handshake is done (``failed``
+        with why, if it is not)."""
         context = self.tls.get(id(bridge))
         if context is None:
-            return sock
+            ready(sock)
+            return
         self.relays = {r for r in self.relays if not r.over}
+
+        def handshaken() -> None:
+            relay.on_failed = None
+            ready(relay.plain)
+
         # A name or an address: Python checks either against the certificate.
         relay = TlsRelay(self.loop, sock, context, server_side=False,
-                         server_hostname=bridge.host)
+                         server_hostname=bridge.host, on_failed=failed,
+                         on_handshake=handshaken)
         self.relays.add(relay)
-        return relay.plain
 
     def _accept_tls(self, conn: TcpConnection, client: socket.socket,
                     context: ssl.SSLContext) -> None:
@@ -286,7 +295,21 @@ class TcpBridges:
             return
         dialing.sock = sock
         fd = sock.fileno()
-        self.loop.add(fd, WRITE, lambda _fd, _mask: self._dialed(dialing))
+        self.loop.add(fd, WRITE, lambda _fd, _mask: self._guarded(dialing))
+
+    def _guarded(self, dialing: _Dialing) -> None:
+        """``_dialed``, whose fault ends this connection only: the router
+        serves on."""
+        try:
+            self._dialed(dialing)
+        except Exception:
+            log.exception("[T%d] TCP connection failed", dialing.conn.id)
+            if self._dialing.pop(dialing.conn.id, None) is dialing:
+                if dialing.sock is not None:
+                    with contextlib.suppress(OSError, ValueError, KeyError):
+                        self.loop.remove(dialing.sock.fileno())
+                    dialing.sock.close()
+                self._refuse(dialing.conn, dialing.client, "an internal error (logged)")
 
     def _dialed(self, dialing: _Dialing) -> None:
         sock = dialing.sock
@@ -298,16 +321,31 @@ class TcpBridges:
             self._failed(dialing, os.strerror(error))
             return
         conn = dialing.conn
-        del self._dialing[conn.id]
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         host, port = sock.getpeername()[:2]
-        self.services.connected(conn, f"{host}:{port}")
+        connector = conn.tried[-1]
+
+        def failed(why: str) -> None:
+            if self._dialing.get(conn.id) is dialing:
+                dialing.sock = None  # the relay has closed it
+                self._failed(dialing, why)  # the next connector, if any
+
+        # A TLS service is reached once its handshake is done.
+        self.relay(connector, sock,
+                   lambda plain: self._connected(dialing, plain, f"{host}:{port}"), failed)
+
+    def _connected(self, dialing: _Dialing, sock: socket.socket, peer: str) -> None:
+        conn = dialing.conn
+        if self._dialing.get(conn.id) is not dialing:
+            sock.close()  # the router is ending
+            return
+        del self._dialing[conn.id]
+        self.services.connected(conn, peer)
         connector = conn.connector
         assert connector is not None
-        log.info("[T%d] connected to %s:%s for %s (connector %s)", conn.id, host, port,
+        log.info("[T%d] connected to %s for %s (connector %s)", conn.id, peer,
                  conn.peer, connector.name)
-        sock = self.relay(connector, sock)
         carried = Carried(self.loop, dialing.client, sock,
                           moved=lambda up, down: self.services.moved(conn, up, down,
                                                                      self.clock()),

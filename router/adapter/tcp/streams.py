@@ -86,6 +86,16 @@ _HELD_MASK: Final = select.EPOLLRDHUP
 _RESET_ERRORS: Final = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
+#: ``relay(bridge, sock, ready, failed)``: see ``Streams.relay``.
+Relay = Callable[[TcpBridge, socket.socket, Callable[[socket.socket], None],
+                  Callable[[str], None]], None]
+
+
+def _plain(_bridge: TcpBridge, sock: socket.socket, ready: Callable[[socket.socket], None],
+           _failed: Callable[[str], None]) -> None:
+    ready(sock)
+
+
 class AmqpClient:
     """A proton engine client of this router, over one end of a socket pair.
 
@@ -820,11 +830,24 @@ class ServiceStream(_Carrier):
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         host, port = sock.getpeername()[:2]
+
+        def failed(why: str) -> None:
+            if not self.over:
+                self._refused(why)  # another connector may do better
+
+        # A TLS service is reached once its handshake is done.
+        self.streams.relay(self.consumer.bridge, sock,
+                           lambda plain: self._connected(plain, f"{host}:{port}"), failed)
+
+    def _connected(self, sock: socket.socket, peer: str) -> None:
+        if self.over:
+            sock.close()
+            return
         services = self.streams.services
-        services.connected(self.conn, f"{host}:{port}")
-        log.info("[T%d] connected to %s:%s for stream %s (connector %s)", self.conn.id, host,
-                 port, self.conn.peer, self.consumer.bridge.name)
-        self.tcp = self.streams.relay(self.consumer.bridge, sock)
+        services.connected(self.conn, peer)
+        log.info("[T%d] connected to %s for stream %s (connector %s)", self.conn.id, peer,
+                 self.conn.peer, self.consumer.bridge.name)
+        self.tcp = sock
         head = self.reader.head
         assert head is not None
         n = self.conn.id
@@ -1060,10 +1083,10 @@ class Streams:
         self.lingering: dict[_Carrier, float] = {}
         #: Calls due at a time, as (when, call).
         self.calls: list[tuple[float, Callable[[], None]]] = []
-        #: What wraps a connector's socket in TLS where its bridge has it
-        #: (set by ``TcpBridges``).
-        self.relay: Callable[[TcpBridge, socket.socket], socket.socket] = \
-            lambda _bridge, sock: sock
+        #: Calls back with the socket a connector's connection is carried
+        #: on, or with why it failed: the socket itself, or once the TLS
+        #: handshake is done where the bridge has TLS (set by ``TcpBridges``).
+        self.relay: Relay = _plain
         self._ids = itertools.count(1)
 
     def call_at(self, when: float, call: Callable[[], None]) -> None:

@@ -78,8 +78,8 @@ class TlsRelay:
         self.peer_shut = False
         self.over = False
         self._masks = {sock.fileno(): 0, mine.fileno(): 0}
-        loop.add(sock.fileno(), 0, self._peer_ready)
-        loop.add(mine.fileno(), 0, self._mine_ready)
+        loop.add(sock.fileno(), 0, self._peer_event)
+        loop.add(mine.fileno(), 0, self._mine_event)
         if not server_side:
             self._handshake()
         self._watch()
@@ -116,8 +116,22 @@ class TlsRelay:
             mine |= READ
         if self.to_plain:
             mine |= WRITE
-        self._set(self.sock.fileno(), peer, self.peer_ended, self._peer_ready)
-        self._set(self.mine.fileno(), mine, self.plain_ended, self._mine_ready)
+        self._set(self.sock.fileno(), peer, self.peer_ended, self._peer_event)
+        self._set(self.mine.fileno(), mine, self.plain_ended, self._mine_event)
+
+    def _peer_event(self, fd: int, mask: int) -> None:
+        self._guard(self._peer_ready, fd, mask)
+
+    def _mine_event(self, fd: int, mask: int) -> None:
+        self._guard(self._mine_ready, fd, mask)
+
+    def _guard(self, handler: Callable[[int, int], None], fd: int, mask: int) -> None:
+        """A fault ends this connection only: the router serves on."""
+        try:
+            handler(fd, mask)
+        except Exception:
+            log.exception("TCP TLS relay failed")
+            self._reset("an internal error (logged)")
 
     # -- the TLS side --------------------------------------------------------------
 
