@@ -280,6 +280,20 @@ TCP_CONNECTORS = st.lists(
     max_size=2, unique_by=lambda s: s.name)
 
 
+def fix_tcp_listener(section: TcpListenerSection, ssl_names: list[str]) -> TcpListenerSection:
+    """An sslProfile that names a profile of the conf, or none (and then
+    no authenticatePeer)."""
+    profile = section.ssl_profile if section.ssl_profile in ssl_names else None
+    return attrs.evolve(section, ssl_profile=profile,
+                        authenticate_peer=section.authenticate_peer and profile is not None)
+
+
+def fix_tcp_connector(section: TcpConnectorSection,
+                      ssl_names: list[str]) -> TcpConnectorSection:
+    profile = section.ssl_profile if section.ssl_profile in ssl_names else None
+    return attrs.evolve(section, ssl_profile=profile)
+
+
 @st.composite
 def router_confs(draw: st.DrawFn) -> RouterConf:
     router = draw(ROUTERS)
@@ -310,8 +324,8 @@ def router_confs(draw: st.DrawFn) -> RouterConf:
         exchanges=tuple(exchange_specs),
         bindings=tuple(binding_specs),
         consoles=tuple(draw(CONSOLES)),
-        tcp_listeners=tuple(draw(TCP_LISTENERS)),
-        tcp_connectors=tuple(draw(TCP_CONNECTORS)),
+        tcp_listeners=tuple(fix_tcp_listener(s, ssl_names) for s in draw(TCP_LISTENERS)),
+        tcp_connectors=tuple(fix_tcp_connector(s, ssl_names) for s in draw(TCP_CONNECTORS)),
     )
 
 
