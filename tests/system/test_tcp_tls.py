@@ -138,6 +138,12 @@ def test_a_tls_client_reaches_a_plain_service_through_a_tls_listener(
         assert [(r["address"], r["sslProfile"]) for r in mgmt.query("tcpListener")] == [
             ("svc", "server")]
         assert [r["sslProfile"] for r in mgmt.query("tcpConnector")] == [None]
+        status, description, _ = mgmt.request(
+            {"port": "0", "address": "other", "sslProfile": "none-such"},
+            operation="CREATE", type="tcpListener", name="t2")
+        assert (status, description) == (400, "sslProfile 'none-such' is not loaded: there is "
+                                               "no such profile, or it could not be loaded "
+                                               "(logged)")
     finally:
         mgmt.conn.close()
 

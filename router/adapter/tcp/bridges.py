@@ -110,7 +110,8 @@ class TcpBridges:
             return None
         profile = self.profiles.get(section.ssl_profile)
         if profile is None:
-            raise TlsError(f"sslProfile {section.ssl_profile!r} cannot be used (logged)")
+            raise TlsError(f"sslProfile {section.ssl_profile!r} is not loaded: there is no "
+                           "such profile, or it could not be loaded (logged)")
         if isinstance(section, conf.TcpListenerSection):
             return profile.http_context(verify_client=section.authenticate_peer)
         return profile.client_context(verify_hostname=section.verify_hostname)
