@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.interop.mixed import MakeNetwork, MixedNetwork, management_query
-from tests.system.tcpservices import EchoServer, exchange
+from tests.system.tcpservices import EchoServer, exchange, half_closed
 from tests.waiting import free_port, wait_for
 
 KINDS = ["hopd", "qdrouterd"]
@@ -109,13 +109,7 @@ def test_half_closes_cross_both_ways(mixed: MakeNetwork, services: list[EchoServ
     service_side = "qdrouterd" if client_side == "hopd" else "hopd"
     _net, port = line(mixed, [client_side, service_side], services[0])
     for i in range(5):
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-            sock.sendall(b"abcd%d" % i)
-            sock.shutdown(socket.SHUT_WR)
-            got = bytearray()
-            while chunk := sock.recv(1 << 16):
-                got.extend(chunk)
-        assert bytes(got) == b"abcd%d" % i
+        assert half_closed(port, b"abcd%d" % i) == b"abcd%d" % i
 
 
 @pytest.mark.parametrize(("kinds", "sizes"), [

@@ -88,3 +88,15 @@ def exchange(port: int, payload: bytes) -> tuple[bytes, bytes]:
         sock.shutdown(socket.SHUT_WR)
         reader.join(30)
         return name.strip(), bytes(got)
+
+
+def half_closed(port: int, payload: bytes) -> bytes:
+    """Connect, send ``payload``, end the stream, then read everything the
+    service sends until it ends its own (a service that does not greet)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        got = bytearray()
+        while chunk := sock.recv(1 << 16):
+            got.extend(chunk)
+    return bytes(got)

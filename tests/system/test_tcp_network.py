@@ -14,7 +14,7 @@ import pytest
 from tests.system.conftest import StartRouter
 from tests.system.mgmt import Management
 from tests.system.network import Network, start_network
-from tests.system.tcpservices import TCP_LISTENING, EchoServer, exchange
+from tests.system.tcpservices import TCP_LISTENING, EchoServer, exchange, half_closed
 from tests.waiting import free_port, wait_for
 
 LINE = {"A": [], "B": ["A"], "C": ["B"]}
@@ -66,13 +66,7 @@ def test_a_service_that_answers_and_closes_at_once_is_heard_across_the_line(
     echo.append(EchoServer("quiet", greet=False))
     _net, port = _line(start_router, {"C": _connector("c0", "svc", echo[0].port)})
     for i in range(10):
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-            sock.sendall(b"abcd%d" % i)
-            sock.shutdown(socket.SHUT_WR)
-            got = bytearray()
-            while chunk := sock.recv(1 << 16):
-                got.extend(chunk)
-        assert bytes(got) == b"abcd%d" % i
+        assert half_closed(port, b"abcd%d" % i) == b"abcd%d" % i
 
 
 def test_many_connections_at_once_cross_the_line_whole(
