@@ -116,6 +116,11 @@ class TcpBridges:
             return profile.http_context(verify_client=section.authenticate_peer)
         return profile.client_context(verify_hostname=section.verify_hostname)
 
+    def _track(self, relay: TlsRelay) -> None:
+        """Keep ``relay`` for the router's end, and forget those over."""
+        self.relays = {r for r in self.relays if not r.over}
+        self.relays.add(relay)
+
     def relay(self, bridge: TcpBridge, sock: socket.socket,
               ready: Callable[[socket.socket], None], failed: Callable[[str], None]) -> None:
         """Call ``ready`` with the socket a connector's connection to its
@@ -126,7 +131,6 @@ class TcpBridges:
         if context is None:
             ready(sock)
             return
-        self.relays = {r for r in self.relays if not r.over}
 
         def handshaken() -> None:
             relay.on_failed = None
@@ -136,13 +140,12 @@ class TcpBridges:
         relay = TlsRelay(self.loop, sock, context, server_side=False,
                          server_hostname=bridge.host, on_failed=failed,
                          on_handshake=handshaken)
-        self.relays.add(relay)
+        self._track(relay)
 
     def _accept_tls(self, conn: TcpConnection, client: socket.socket,
                     context: ssl.SSLContext) -> None:
         """A TLS listener's client: routed once its handshake is done (a
         client that cannot do one never reaches a service)."""
-        self.relays = {r for r in self.relays if not r.over}
 
         def failed(why: str) -> None:
             self.services.ended(conn)
@@ -154,7 +157,7 @@ class TcpBridges:
 
         relay = TlsRelay(self.loop, client, context, server_side=True, on_failed=failed,
                          on_handshake=ready)
-        self.relays.add(relay)
+        self._track(relay)
 
     # -- bridges -------------------------------------------------------------------
 
