@@ -65,6 +65,7 @@ from router.adapter.http.metrics import CONTENT_TYPE, Exposition
 from router.adapter.http.server import HttpServer
 from router.adapter.loop.eventloop import EventLoop
 from router.adapter.loop.timers import CoreTimers
+from router.adapter.loop.trim import HeapTrim
 from router.adapter.pending import Pending
 from router.adapter.sweep import Sweep
 from router.adapter.tcp.bridges import TcpBridges, bridge_of
@@ -193,7 +194,8 @@ def build_engine(*, core: Router, router_id: str,
                     raise_internal_errors=raise_internal_errors)
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
-                 console, relays, tcp, CoreTimers(core, effects.apply)):
+                 console, relays, tcp, CoreTimers(core, effects.apply),
+                 HeapTrim.for_this_process(clock)):
         loop.add_part(part)
     if node is not None and node.workers is not None:
         loop.add_part(node.workers)

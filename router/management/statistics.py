@@ -240,6 +240,16 @@ class RouterStatistics:
         metric="hop_edge_lookups_total", help="router edgeLookups")
     uptimeSeconds: int = integer("seconds since the router started", graph=True)
     memoryUsage: int | None = integer("virtual memory size of the process, in bytes")
+    residentMemory: int | None = gauge(
+        "resident memory of the process, in bytes (of every worker, summed; /metrics has "
+        "it as process_resident_memory_bytes)")
+    heapInUse: int | None = gauge(
+        "bytes the C allocator has handed out (Python's objects larger than 512 bytes "
+        "among them); none where the C library cannot say", graph=False,
+        metric="hop_heap_in_use_bytes", help="router heapInUse")
+    heapFree: int | None = gauge(
+        "bytes the C allocator holds free, given back to the system each minute",
+        graph=False, metric="hop_heap_free_bytes", help="router heapFree")
     workerThreads: int = integer("threads serving connections")
 
 

@@ -98,6 +98,11 @@ def general(client: Management, options: Options) -> Output:
     memory = r.get("memoryUsage")
     if isinstance(memory, int) and memory > 0:
         pairs.append(("VmSize", kmg(memory, 1024)))
+    # Hop's own: what is resident, and what the C allocator holds.
+    for label, name in (("Resident Memory", "residentMemory"), ("C Heap In Use", "heapInUse")):
+        size = r.get(name)
+        if isinstance(size, int) and size > 0:
+            pairs.append((label, kmg(size, 1024)))
     pairs += [
         ("Area", value("area", text)),
         ("Link Routes", value("linkRouteCount")),

@@ -10,6 +10,7 @@ import pytest
 from proton import Delivery, symbol
 from proton.utils import BlockingConnection
 
+from router.adapter.loop.trim import c_heap
 from tests.system.clients import (
     KNOWN_PATTERN,
     connect,
@@ -102,6 +103,16 @@ def test_counters_after_a_known_traffic_pattern(hop: Hop, mgmt: Management) -> N
     # The management requests themselves are accepted deliveries too.
     assert router["rejectedDeliveries"] == 3 and router["releasedDeliveries"] == 2
     assert router["acceptedDeliveries"] >= 10
+
+
+def test_the_router_says_what_memory_it_holds(mgmt: Management) -> None:
+    [router] = mgmt.query("router", "memoryUsage", "residentMemory", "heapInUse", "heapFree")
+    assert 0 < router["residentMemory"] < router["memoryUsage"]
+    if c_heap() is not None:  # glibc: what its heap holds, within what is resident
+        assert 0 < router["heapInUse"] < router["residentMemory"]
+        assert 0 <= router["heapFree"] < router["residentMemory"]
+    else:
+        assert router["heapInUse"] is None and router["heapFree"] is None
 
 
 def test_presettled_messages_with_nowhere_to_go_count_as_dropped(hop: Hop,

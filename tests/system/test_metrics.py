@@ -8,6 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from router.adapter.loop.trim import c_heap
 from tests.system.clients import KNOWN_PATTERN, connect, known_pattern
 from tests.system.conftest import StartRouter
 from tests.system.harness import Hop, router_conf
@@ -60,6 +61,9 @@ def test_metrics_count_a_known_traffic_pattern(start_router: StartRouter) -> Non
     assert samples["hop_connections{role=normal}"] == 1
     assert samples["qdr_connections_total"] == 1
     assert samples["process_resident_memory_bytes"] > 0
+    if c_heap() is not None:  # glibc says what its heap holds
+        assert 0 < samples["hop_heap_in_use_bytes"] < samples["process_resident_memory_bytes"]
+        assert samples["hop_heap_free_bytes"] >= 0
     conn.close()
 
 

@@ -19,6 +19,7 @@ import conf
 import router
 from router.adapter.connections.ports import ConnectionControl
 from router.adapter.endpoints.links import Links, sample_credit
+from router.adapter.loop.trim import c_heap
 from router.adapter.pending import Counters
 from router.core import AddressRecord, Role, Router, tally
 from router.core.tcp import TcpServices
@@ -45,12 +46,15 @@ def _active(record: AddressRecord) -> bool:
                 or record.retired_out)
 
 
-def _memory_bytes() -> int | None:
+def _memory_bytes() -> tuple[int | None, int | None]:
+    """The process's virtual and resident sizes, in bytes (None: unknown)."""
     try:
         with open(f"/proc/{os.getpid()}/statm") as statm:
-            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            size, resident = statm.read().split()[:2]
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(size) * page, int(resident) * page
     except (OSError, ValueError):
-        return None
+        return None, None
 
 
 class RouterStats:
@@ -141,6 +145,8 @@ class RouterStats:
                       for links in (conn.in_links, conn.out_links) for link in links.values()
                       if link.starved and link.credit <= 0)
         uplink = core.uplink
+        virtual, resident = _memory_bytes()
+        heap = c_heap()
         return RouterStatistics(
             version=router.__version__,
             hostName=socket.gethostname(),
@@ -182,7 +188,10 @@ class RouterStats:
             edgeLookups=(uplink.lookups_sent if uplink is not None
                          else core.edges.lookups if core.edges is not None else 0),
             uptimeSeconds=int(time.monotonic() - self._started),
-            memoryUsage=_memory_bytes(),
+            memoryUsage=virtual,
+            residentMemory=resident,
+            heapInUse=None if heap is None else heap[0],
+            heapFree=None if heap is None else heap[1],
             workerThreads=self._workers,
         )
 

@@ -77,6 +77,16 @@ def test_general_formats_uptime_and_process_size() -> None:
                                                "memoryUsage": 3 * 1024 ** 3}]}), Options()))
     values = pairs(t)
     assert values["Uptime"] == "001:01:01:01" and values["VmSize"] == "3.00 GiB"
+    assert "Resident Memory" not in values, "qdrouterd has no such attribute: no row"
+
+
+def test_general_shows_hops_resident_memory_and_c_heap() -> None:
+    t = only_table(general(Canned({"router": [{"memoryUsage": 3 * 1024 ** 3,
+                                               "residentMemory": 48 * 1024 ** 2,
+                                               "heapInUse": 10 * 1024 ** 2,
+                                               "heapFree": 1024}]}), Options()))
+    values = pairs(t)
+    assert values["Resident Memory"] == "48.0 MiB" and values["C Heap In Use"] == "10.0 MiB"
 
 
 def test_connections_summarise_security_and_authentication() -> None:
