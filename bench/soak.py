@@ -4,7 +4,9 @@ as asked (docs/reliability.md#the-soak).
 ``python -m bench.soak --minutes 30 --out DIR`` (``--qdrouterd PATH``: the
 same network of qdrouterd instead; ``--tracemalloc FRAMES``: each hopd's
 Python heap traced, and the sites that grew from the end of the warm-up to
-the end in the report, docs/reliability.md#what-grows)
+the end in the report, docs/reliability.md#what-grows).  On hopd it also
+asks each router for its C heap in use (``heapInUse``) every half-minute,
+and fits that too.
 
 Four interior routers in a full mesh (R0..R3), an edge router (E0) under R2,
 and a RabbitMQ node as route container of R0.  Traffic, every message
@@ -93,6 +95,8 @@ BROKER_START_S = 300.0
 # The clients run at a lower priority than the routers and the broker: they
 # are the load, the routers what is measured.
 CLIENT_NICE = 5
+# hopd's C heap is asked for (over management) every this many samples.
+HEAP_EVERY = 6
 # The broker's queues are declared durable before the run and addressed so
 # (RabbitMQ 3 declares transient ones for a plain name).
 DURABLE = "/amq/queue/"
@@ -357,16 +361,35 @@ class Samples:
     thread of its own so that restarts and the broker's do not leave gaps."""
 
     rows: dict[str, list[tuple[float, float, int, float]]] = attrs.Factory(dict)
+    #: hopd only: each router's (seconds, MB the C allocator has handed out,
+    #: MB it holds free), from the router entity (heapInUse, heapFree), every
+    #: ``HEAP_EVERY`` samples.
+    heap: dict[str, list[tuple[float, float, float]]] = attrs.Factory(dict)
     events: list[tuple[float, str]] = attrs.Factory(list)
     stopped: threading.Event = attrs.Factory(threading.Event)
 
     def every(self, seconds: float, started: float, nodes: list[Node]) -> threading.Thread:
         def loop() -> None:
+            taken = 0
             while not self.stopped.wait(seconds):
-                self.take(time.monotonic() - started, nodes)
+                now = time.monotonic() - started
+                self.take(now, nodes)
+                taken += 1
+                if taken % HEAP_EVERY == 0:
+                    self.take_heap(now, nodes)
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()
         return thread
+
+    def take_heap(self, now: float, nodes: list[Node]) -> None:
+        for node in nodes:
+            if node.alive and node.flavour is HOP:
+                with contextlib.suppress(Exception):  # a router restarting: no sample
+                    with _management(node, timeout=5.0) as agent:
+                        [row] = agent.query("router", ["heapInUse", "heapFree"])
+                    if isinstance(row["heapInUse"], int):
+                        self.heap.setdefault(node.name, []).append(
+                            (now, row["heapInUse"] / 2**20, row["heapFree"] / 2**20))
 
     def take(self, now: float, nodes: list[Node]) -> None:
         for node in nodes:
@@ -426,6 +449,7 @@ def run(args: argparse.Namespace) -> int:
                           **{k: v for k, v in (c.summary or {}).items()
                              if not isinstance(v, list)}} for c in clients.all]
     report["samples"] = {k: v for k, v in samples.rows.items()}
+    report["heap_samples"] = {k: v for k, v in samples.heap.items()}
     report["events"] = samples.events
     report["failures"] = failures
     (out / "soak.json").write_text(json.dumps(report, indent=1))
@@ -510,6 +534,7 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     next_kill = plan.kill_every_s
     next_manage = plan.manage_every_s
     samples.take(0.0, nodes)
+    samples.take_heap(0.0, nodes)
     sampler = samples.every(plan.sample_every_s, started, nodes)
     managed: list[tuple[str, str]] = []
     manage_ok = manage_failed = 0
@@ -579,6 +604,7 @@ def _traffic(args: argparse.Namespace, plan: Plan, nodes: list[Node], clients: C
     sampler.join()
     end = time.monotonic() - started
     samples.take(end, nodes)
+    samples.take_heap(end, nodes)
     samples.events.append((end, "clients gone"))
 
     result: dict[str, Any] = {"rate_per_anycast_producer": rate,
@@ -781,6 +807,11 @@ def _memory(samples: Samples, plan: Plan, nodes: list[Node],
             # How fast it grew after the warm-up (bench.fit), for the report.
             memory[node.name]["slope"] = slope(
                 [(r[0], r[1]) for r in rows if r[0] >= plan.warmup_s]).as_dict()
+            heap = [h for h in samples.heap.get(node.name, []) if h[0] >= plan.warmup_s]
+            if len(heap) >= 3:
+                memory[node.name]["heap"] = {
+                    "warm_mb": heap[0][1], "final_mb": heap[-1][1], "free_final_mb": heap[-1][2],
+                    "slope": slope([(h[0], h[1]) for h in heap]).as_dict()}
         if node.restarts == 0 and final[1] > warm * (1 + MEMORY_MARGIN):
             failures.append(f"{node.name}: resident memory {final[1]:.1f} MB at the end, "
                             f"{warm:.1f} MB after warm-up")
@@ -836,6 +867,12 @@ def _text(report: dict[str, Any]) -> str:
                              f"{s['first_half_mb_per_hour']:+.2f}, "
                              f"{s['second_half_mb_per_hour']:+.2f})"
                              + (", flat" if s["flat"] else ""))
+            if "heap" in m:
+                h, s = m["heap"], m["heap"]["slope"]
+                lines.append(f"    C heap in use {h['warm_mb']:.1f} MB after warm-up, "
+                             f"{h['final_mb']:.1f} MB at the end ({h['free_final_mb']:.1f} "
+                             f"free): {s['mb_per_hour']:+.2f} +/- "
+                             f"{s['stderr_mb_per_hour']:.2f} MB/h")
         for name, sites in sorted(report.get("heap", {}).items()):
             lines.append(f"  {name}: heap growth after warm-up, top sites:")
             lines += [f"    {line}" for line in heap_lines(sites)]
@@ -855,7 +892,11 @@ def _plot(path: Path, samples: Samples, plan: Plan, flavour: str, minutes: float
     fig, (mem, fds, cpu) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     for name, rows in sorted(samples.rows.items()):
         t = [r[0] / 60 for r in rows]
-        mem.plot(t, [r[1] for r in rows], label=name, lw=1)
+        line, = mem.plot(t, [r[1] for r in rows], label=name, lw=1)
+        heap = samples.heap.get(name, [])
+        if heap:
+            mem.plot([h[0] / 60 for h in heap], [h[1] for h in heap], lw=0.8, ls="--",
+                     color=line.get_color(), label=f"{name} C heap")
         fds.plot(t, [r[2] for r in rows], label=name, lw=1)
         spans = list(_cpu_spans(rows))
         dts = [b[0] - a[0] for a, b in itertools.pairwise(rows)]
@@ -868,7 +909,7 @@ def _plot(path: Path, samples: Samples, plan: Plan, flavour: str, minutes: float
                      rotation=90, fontsize=6, va="top", ha="right", color="grey")
     mem.axvspan(plan.warmup_s / 60, (plan.warmup_s + plan.window_s) / 60, color="green",
                 alpha=0.08)
-    mem.set_ylabel("resident MB")
+    mem.set_ylabel("resident MB" + (" (dashed: C heap)" if samples.heap else ""))
     fds.set_ylabel("open fds")
     cpu.set_ylabel("CPU %")
     cpu.set_xlabel("minutes")

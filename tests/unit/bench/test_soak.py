@@ -112,6 +112,19 @@ def test_memory_fails_a_router_that_kept_growing_but_not_a_restarted_one() -> No
     assert "slope" not in memory["R2"]
 
 
+def test_the_c_heap_is_fitted_from_the_end_of_the_warm_up() -> None:
+    plan = soak.Plan.for_minutes(2)
+    samples = soak.Samples()
+    samples.rows["R0"] = [(t, 40.0, 10, t / 10) for t in range(0, 130, 5)]
+    # Growing during the warm-up (the first 30 s), level after it.
+    samples.heap["R0"] = [(t, 9.0 + min(t, 30) / 10, 0.5) for t in range(0, 130, 6)]
+    nodes = [soak.Node("R0", "", 0, HOP)]
+    memory = soak._memory(samples, plan, nodes, [])
+    heap = memory["R0"]["heap"]
+    assert heap["warm_mb"] == heap["final_mb"] == 12.0 and heap["free_final_mb"] == 0.5
+    assert heap["slope"]["mb_per_hour"] == 0.0 and heap["slope"]["flat"]
+
+
 def test_a_requester_told_to_stop_waits_its_grace_for_open_requests() -> None:
     """SIGTERM sets a flag that a timer tick may see only after ``tick``: the
     grace for the open requests starts when ``finished`` first sees it, and
