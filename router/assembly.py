@@ -53,6 +53,7 @@ from router.adapter.endpoints.lifecycle import EndpointEvents, Teardown
 from router.adapter.endpoints.links import Departures, Links
 from router.adapter.endpoints.opening import Opening
 from router.adapter.endpoints.ownlinks import OwnLinks
+from router.adapter.endpoints.reaping import Reaper
 from router.adapter.endpoints.sessions import Sessions
 from router.adapter.endpoints.trunks import IDLE_KEPT, Trunks
 from router.adapter.events import Events
@@ -195,6 +196,8 @@ def build_engine(*, core: Router, router_id: str,
     watch = None if stuck_s is None else Watch(stuck_s=stuck_s, blocked_s=stuck_s)
     for part in (Sweep(transports, watch), listeners, connector_part, group, http, trunks,
                  console, relays, tcp, CoreTimers(core, effects.apply),
+                 Reaper(transports.conns, lambda: (links.table, own.attaching, attaching.parked),
+                        lambda: {*sessions.sessions, *own.shared.values()}, clock),
                  HeapTrim.for_this_process(clock)):
         loop.add_part(part)
     if node is not None and node.workers is not None:

@@ -28,7 +28,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from proton import Collector, Connection, Delivery, Disposition, Event, Link, Transport
+from proton import (
+    Collector,
+    Connection,
+    Delivery,
+    Disposition,
+    Endpoint,
+    Event,
+    Link,
+    Transport,
+)
 
 from router.adapter.connections.dialing import dial, family_of, is_address, resolve
 from router.adapter.loop.eventloop import READ, WRITE, EventLoop
@@ -177,6 +186,7 @@ class AmqpClient:
                         log.exception("TCP bridge: event %s failed", event.type)
                         self.failed()
                     finally:
+                        _free_if_over(event)
                         collector.pop()
                 self._flush()
                 if not self._again:
@@ -240,6 +250,22 @@ class AmqpClient:
         with contextlib.suppress(OSError, ValueError, KeyError):
             self.loop.remove(self.fd)
         self.sock.close()
+
+
+_CLOSED_BOTH: Final = Endpoint.LOCAL_CLOSED | Endpoint.REMOTE_CLOSED
+_LINK_CLOSES: Final = (Event.LINK_LOCAL_CLOSE, Event.LINK_REMOTE_CLOSE)
+
+
+def _free_if_over(event: Event) -> None:
+    """A link of a bridge's own connection that both sides closed is freed:
+    proton keeps every link of a connection until it is freed, and a
+    connector's connection lives as long as the connector and takes a link
+    a stream (docs/reliability.md#what-grows).  The wrapper the handler may
+    still hold keeps a reference, so the memory goes once it goes too."""
+    if event.type in _LINK_CLOSES:
+        link = event.link
+        if link is not None and link.state & _CLOSED_BOTH == _CLOSED_BOTH:
+            link.free()
 
 
 def _received(delivery: Delivery, written: int) -> None:
