@@ -52,9 +52,6 @@ class Reaper:
         self.held = held
         self.own_sessions = own_sessions
         self._next = clock() + _EVERY_S
-        #: How many links and sessions were freed.
-        self.links_freed = 0
-        self.sessions_freed = 0
 
     def next_deadline(self) -> float | None:
         return self._next
@@ -74,7 +71,6 @@ class Reaper:
                     held = self.held()
                 if not any(lptr in table for table in held):
                     lib.pn_link_free(lptr)
-                    self.links_freed += 1
                 lptr = after
             ssn = lib.pn_session_head(cptr, CLOSED)
             while ssn != NULL:
@@ -84,7 +80,6 @@ class Reaper:
                     in_use.update(self.own_sessions())
                 if ssn not in in_use:  # freeing a session frees its links
                     lib.pn_session_free(ssn)
-                    self.sessions_freed += 1
                 ssn = after
 
     def close(self) -> None:
