@@ -104,10 +104,13 @@ def test_the_console_shows_the_network_its_rates_and_a_stuck_delivery(
     try:
         with chromium_page(tmp_path / "chromium") as page:
             page.open(f"http://127.0.0.1:{port}/")
+            # The routes converge before R1 may hold R2's link state with R3 in
+            # it (R2-R3 is on no shortest path from R1): wait for the link too.
             page.wait_for("document.querySelectorAll('#network g.router').length === 3 && "
                           "document.querySelectorAll('#network g.edge').length === 1 && "
-                          "document.querySelectorAll('#network g.container').length === 1",
-                          what="three routers, an edge and a route container")
+                          "document.querySelectorAll('#network g.container').length === 1 && "
+                          "document.querySelectorAll('#network line.link').length === 3",
+                          what="three routers, their three links, an edge and a route container")
             assert graph(page) == {
                 "routers": ["R1", "R2", "R3"],
                 "edges": ["E1@R2"],
