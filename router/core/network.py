@@ -207,6 +207,17 @@ class Network:
     def next_deadline(self) -> float | None:
         return self.protocol.next_deadline()
 
+    def connections(self) -> list[Connection]:
+        """The inter-router connections whose control link is up."""
+        return [link.conn for link in self.links.values() if link.ready]
+
+    def heard(self, conn: Connection, now: float) -> None:
+        """Frames of any kind came on inter-router connection ``conn`` since
+        the last tick (``RoutingProtocol.neighbor_heard``)."""
+        link = self.links.get(conn.conn_id)
+        if link is not None and link.ready:
+            self.protocol.neighbor_heard(link.link_id, now)
+
     # -- local addresses ---------------------------------------------------------------
 
     def address_added(self, key: str, hint: int, now: float) -> list[Effect]:

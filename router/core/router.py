@@ -608,6 +608,19 @@ class Router:
             distribution = Distribution.BALANCED
         return self.addresses.record(key, address, distribution, None)
 
+    def inter_router_connections(self) -> list[Connection]:
+        """The connections to neighbouring interior routers (none on an edge
+        or a standalone router): the adapter tells ``neighbor_heard`` which
+        brought frames before each ``tick``."""
+        return self.network.connections() if self.network is not None else []
+
+    def neighbor_heard(self, conn: Connection, now: float) -> None:
+        """Frames came on inter-router connection ``conn`` since the last tick:
+        a late HELLO of the neighbour is excused while they do
+        (docs/networks.md#timers)."""
+        if self.network is not None:
+            self.network.heard(conn, now)
+
     def tick(self, now: float) -> list[Effect]:
         """Timers: the routing protocol's and auto-links' retries."""
         effects = self.auto_links.tick(now)

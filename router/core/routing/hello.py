@@ -22,13 +22,29 @@ from router.core.routing.effects import DuplicateRouterId, Effect, SendHello
 from router.core.routing.logs import RouterLogger
 from router.core.routing.messages import Hello
 
-__all__ = ["HelloProtocol"]
+__all__ = ["LATE_HELLO_FACTOR", "HelloProtocol", "hello_lost"]
 
 log = logging.getLogger(__name__)
 
 # Periodic timers compare elapsed time with this slack so that float
 # arithmetic on ``now`` cannot skip a period.
 TIME_SLACK_S: Final = 1e-6
+# A neighbour whose HELLO is late while its connection still brings frames is
+# slow, not gone (a router short of CPU, or its HELLO queued behind a
+# backlog of transfers): it is kept until its HELLO is this many
+# ``hello_max_age_s`` late (docs/networks.md#timers).
+LATE_HELLO_FACTOR: Final = 4
+
+
+def hello_lost(last_hello: float, heard: float, now: float, max_age_s: float) -> bool:
+    """Whether a neighbour whose last HELLO came at ``last_hello`` is lost:
+    its HELLO is older than ``max_age_s`` and either nothing came on its
+    connection since ``heard`` within ``max_age_s`` or the HELLO is older
+    than ``LATE_HELLO_FACTOR`` times it."""
+    age = now - last_hello
+    if age <= max_age_s:
+        return False
+    return now - heard > max_age_s or age > LATE_HELLO_FACTOR * max_age_s
 
 
 @attrs.define
@@ -40,6 +56,9 @@ class HelloProtocol:
     hello_interval_s: float
     hello_max_age_s: float
     seen: dict[str, float] = attrs.field(factory=dict)
+    #: When each router seen last brought frames of any kind on its
+    #: connection (``heard``): a late HELLO is excused while it does.
+    heard_at: dict[str, float] = attrs.field(factory=dict)
     last_hello: float | None = None
     duplicate_reported: bool = False
     log: RouterLogger = attrs.field(init=False)
@@ -50,8 +69,9 @@ class HelloProtocol:
     def tick(self, now: float, link_ids: Iterable[int]) -> list[Effect]:
         """Forget stale HELLOs; every ``hello_interval_s`` send a HELLO on each control link."""
         for router_id, when in list(self.seen.items()):
-            if now - when > self.hello_max_age_s:
+            if hello_lost(when, self.heard_at.get(router_id, when), now, self.hello_max_age_s):
                 del self.seen[router_id]
+                self.heard_at.pop(router_id, None)
                 self.log.debug("HELLO peer expired: %s", router_id)
         if self.last_hello is not None and now - self.last_hello < (
             self.hello_interval_s - TIME_SLACK_S
@@ -68,6 +88,13 @@ class HelloProtocol:
         """The router could not listen for ``held_s``: age the HELLOs seen without it."""
         for router_id, when in self.seen.items():
             self.seen[router_id] = when + held_s
+        for router_id, when in self.heard_at.items():
+            self.heard_at[router_id] = when + held_s
+
+    def heard(self, router_id: str, now: float) -> None:
+        """Frames of any kind came from ``router_id``'s connection by ``now``."""
+        if router_id in self.seen:
+            self.heard_at[router_id] = now
 
     def greet(self, link_id: int) -> SendHello:
         """A HELLO on one control link now, outside the period (an answer, or

@@ -42,6 +42,7 @@ from router.core.routing.effects import (
     RoutesChanged,
     SendControl,
 )
+from router.core.routing.hello import LATE_HELLO_FACTOR, hello_lost
 from router.core.routing.logs import RouterLogger
 from router.core.routing.messages import (
     LinkState,
@@ -111,6 +112,11 @@ class RouterNode:
     ls_seq: int = 0
     link_id: int | None = None
     neighbor_refresh: float = 0.0
+    #: When the neighbour's connection last brought frames of any kind
+    #: (``NodeTracker.heard``); a late HELLO is excused while it does.
+    heard: float = 0.0
+    #: Its late HELLO was excused (and said so in the log) since its last one.
+    late_excused: bool = False
     mobile_seq: int = 0
     advertised_mobile_seq: int = 0
     need_ls_request: bool = True
@@ -293,6 +299,8 @@ class NodeTracker:
                           router_id, link_id, self.peers[router_id])
             self.recompute = True  # the neighbours changed: ``settle`` publishes them
         node.neighbor_refresh = now
+        node.heard = now
+        node.late_excused = False
         self._update_instance(node, instance, version, effects)
         return effects
 
@@ -360,12 +368,44 @@ class NodeTracker:
         whose HELLOs wait unread in its sockets (docs/networks.md#timers)."""
         for node in self.nodes.values():
             node.neighbor_refresh += held_s
+            node.heard += held_s
             node.ls_last_seen += held_s
+
+    def neighbor_on(self, link_id: int) -> RouterNode | None:
+        """The neighbour established on connection ``link_id``, if any."""
+        for node in self.nodes.values():
+            if node.link_id == link_id:
+                return node
+        return None
+
+    def heard(self, link_id: int, now: float) -> str | None:
+        """Frames of any kind came on connection ``link_id`` by ``now``.
+
+        Returns:
+            The neighbour established on it, if any.
+        """
+        node = self.neighbor_on(link_id)
+        if node is None:
+            return None
+        late = now - node.neighbor_refresh
+        if late > self.hello_max_age_s and now - node.heard <= self.hello_max_age_s \
+                and not node.late_excused:
+            node.late_excused = True
+            self.log.warning("no HELLO from %s for %.1fs, but its connection still brings "
+                             "frames: kept as a neighbour while it does, for up to %gs",
+                             node.id, late, LATE_HELLO_FACTOR * self.hello_max_age_s)
+        node.heard = now
+        return node.id
 
     def _expire(self, now: float, effects: list[Effect]) -> None:
         for node in list(self.nodes.values()):
-            if node.link_id is not None and now - node.neighbor_refresh > self.hello_max_age_s:
-                self._drop_neighbor(node, f"no HELLO for {self.hello_max_age_s:g}s")
+            if node.link_id is not None and hello_lost(node.neighbor_refresh, node.heard, now,
+                                                       self.hello_max_age_s):
+                self._drop_neighbor(
+                    node, f"no HELLO for {self.hello_max_age_s:g}s"
+                    if now - node.heard > self.hello_max_age_s else
+                    f"no HELLO for {now - node.neighbor_refresh:.1f}s, though its connection "
+                    "still brings frames")
             if node.peers and now - node.ls_last_seen > self.remote_ls_max_age_s:
                 self.log.info("link state of router %s expired", node.id)
                 node.peers = {}

@@ -215,6 +215,19 @@ class RoutingProtocol:
             return self._settled(effects, now)
         return effects
 
+    def neighbor_heard(self, link_id: int, now: float) -> None:
+        """Frames of any kind came on inter-router connection ``link_id`` since
+        the last tick (the adapter counts them; no HELLO need be among them).
+
+        A neighbour's late HELLO is excused while its connection still brings
+        frames, up to ``LATE_HELLO_FACTOR`` times ``hello_max_age_s``: a
+        router short of CPU, or a HELLO queued behind a backlog of
+        transfers, is slow, not gone (docs/networks.md#timers).
+        """
+        router_id = self._nodes.heard(link_id, now)
+        if router_id is not None:
+            self._hello.heard(router_id, now)
+
     def local_address_added(self, key: str, hint: int, now: float) -> list[Effect]:
         """Key ``key`` (``M0orders``, ``Ca.b`` ...) gained its first local destination.
 

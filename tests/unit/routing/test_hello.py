@@ -10,6 +10,7 @@ import pytest
 from router.core.routing import (
     ALL,
     DuplicateRouterId,
+    Effect,
     Hello,
     RouterAdded,
     RoutesChanged,
@@ -223,3 +224,69 @@ def test_a_stall_of_the_routers_own_does_not_drop_its_neighbours() -> None:
     effects = p.tick(8.0)  # 3 s of listening with no HELLO from B
     assert p.neighbors == {}
     assert of(effects, RoutesChanged)[-1].routes.routes == {}
+
+
+def _heard_each_second(p: RoutingProtocol, start: float, stop: float) -> list[Effect]:
+    """Frames (no HELLO) arrive on link 1 before each tick from ``start`` to ``stop``."""
+    effects: list[Effect] = []
+    now = start
+    while now <= stop:
+        p.neighbor_heard(1, now)
+        effects += p.tick(now)
+        now += 1.0
+    return effects
+
+
+def test_a_slow_neighbour_whose_connection_still_brings_frames_is_kept(
+        caplog: pytest.LogCaptureFixture) -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0)
+    ticks(p, 0.0, 1.0)
+    with caplog.at_level(logging.WARNING, logger="router.core.routing"):
+        effects = _heard_each_second(p, 2.0, 12.0)
+    assert "B" in p.neighbors, "a HELLO 12 s late is excused while frames come"
+    assert of(effects, RoutesChanged) == []
+    # What A sends B keeps listing B, so that B keeps A as its neighbour too.
+    assert hellos(effects)[-1].message.seen == ("B",)
+    excused = [r.getMessage() for r in caplog.records if "still brings frames" in r.getMessage()]
+    assert excused == ["[A] no HELLO from B for 4.0s, but its connection still brings frames: "
+                       "kept as a neighbour while it does, for up to 12s"]
+    # A HELLO is back: the next late one is excused (and said) again.
+    p.control_received(Hello(id="B", instance=200, seen=["A"]), 1, 12.5)
+    ticks(p, 13.0, 15.0)
+    assert "B" in p.neighbors
+
+
+def test_a_neighbour_that_sends_frames_but_no_hello_is_dropped_after_four_max_ages() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0)
+    ticks(p, 0.0, 1.0)
+    _heard_each_second(p, 2.0, 12.0)
+    assert "B" in p.neighbors
+    p.neighbor_heard(1, 13.0)
+    effects = p.tick(13.0)  # the HELLO is 13 s old: past 4 x hello_max_age_s
+    assert p.neighbors == {}
+    assert of(effects, RoutesChanged)[-1].routes.routes == {}
+    assert hellos(p.tick(14.0))[0].message.seen == ()
+
+
+def test_frames_that_stopped_do_not_keep_a_neighbour_past_its_max_age() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0)
+    ticks(p, 0.0, 1.0)
+    _heard_each_second(p, 2.0, 4.0)  # frames until 4.0, then nothing
+    ticks(p, 5.0, 7.0)
+    assert "B" in p.neighbors
+    p.tick(8.0)  # nothing heard for more than 3 s
+    assert p.neighbors == {}
+
+
+def test_frames_on_another_link_do_not_excuse_a_neighbour() -> None:
+    p = RoutingProtocol("A", 100)
+    establish(p, "B", now=0.0, link=1)
+    establish(p, "C", now=0.0, link=2)
+    ticks(p, 0.0, 3.0)
+    p.control_received(Hello(id="C", instance=200, seen=["A"]), 2, 3.5)
+    p.neighbor_heard(2, 4.0)
+    p.tick(4.0)
+    assert set(p.neighbors) == {"C"}
