@@ -678,7 +678,7 @@ def _restart_broker(broker: Any, failures: list[str]) -> float | None:
     began = time.monotonic()
     try:
         broker.restart(BROKER_START_S)
-    except AssertionError as error:
+    except (AssertionError, subprocess.SubprocessError, OSError) as error:
         failures.append(f"the broker did not come back: {error}")
         return None
     return time.monotonic() - began

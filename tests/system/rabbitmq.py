@@ -123,7 +123,12 @@ class RabbitMQ:
             if self.proc.poll() is not None:
                 raise AssertionError(f"rabbitmq-server exited with {self.proc.returncode}:\n"
                                      f"{self.server_output()}")
-            done = self._ctl("-q", "await_startup", "--timeout", "5", timeout=30)
+            try:
+                done = self._ctl("-q", "await_startup", "--timeout", "5", timeout=30)
+            except subprocess.TimeoutExpired:
+                # rabbitmqctl itself did not answer in time (a machine busy
+                # with other work): ask again until the deadline.
+                continue
             if done.returncode == 0 and self._accepts():
                 return
             time.sleep(0.5)
@@ -141,8 +146,8 @@ class RabbitMQ:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self._ctl("shutdown", timeout=60)
             try:
+                self._ctl("shutdown", timeout=60)
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()

@@ -141,3 +141,54 @@ def test_a_requester_told_to_stop_waits_its_grace_for_open_requests() -> None:
     requester.open = {}
     requester.end_by = 0.0
     assert requester.finished()
+
+
+class _SlowBroker:
+    """A broker whose restart fails the way a busy machine made it fail."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def restart(self, timeout: float) -> None:
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [
+    subprocess.TimeoutExpired(["rabbitmqctl", "await_startup"], 30),
+    AssertionError("rabbitmq did not start within 120 s"),
+    OSError("no such file"),
+])
+def test_a_broker_that_does_not_come_back_is_a_failure_of_the_run_not_a_crash(
+        error: Exception) -> None:
+    failures: list[str] = []
+    assert soak._restart_broker(_SlowBroker(error), failures) is None
+    assert len(failures) == 1 and failures[0].startswith("the broker did not come back: ")
+
+
+def test_the_broker_harness_asks_again_when_rabbitmqctl_does_not_answer(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.system import rabbitmq
+
+    server = tmp_path / "rabbitmq-server"  # stands in for the node: it just runs
+    server.write_text("#!/bin/sh\nexec sleep 30\n")
+    server.chmod(0o755)
+    monkeypatch.setattr(rabbitmq, "RABBITMQ_SERVER", str(server))
+    broker = rabbitmq.RabbitMQ("harness")
+    asked: list[str] = []
+
+    def ctl(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        asked.append(args[1])
+        if len(asked) == 1:  # the first await_startup hangs past its timeout
+            raise subprocess.TimeoutExpired(["rabbitmqctl", *args], timeout)
+        return subprocess.CompletedProcess(["rabbitmqctl", *args], 0, "", "")
+
+    monkeypatch.setattr(broker, "_ctl", ctl)
+    monkeypatch.setattr(broker, "_accepts", lambda: True)
+    try:
+        broker.start(timeout=30)
+        assert asked == ["await_startup", "await_startup"]
+    finally:
+        if broker.proc is not None:
+            broker.proc.kill()
+            broker.proc.wait()
+        broker.remove()
