@@ -110,6 +110,17 @@ class AddressTable:
         log.info("address %s removed (pattern %r)", spec.name or "", pattern)
         return spec
 
+    def forget(self, address: str) -> None:
+        """Drop the cached lookup of ``address``: an address that will not be
+        asked for again (a freed dynamic address) need not wait for the
+        cache's bound to push it out."""
+        self._cache.pop(address, None)
+
+    @property
+    def cached(self) -> int:
+        """How many lookups the cache holds."""
+        return len(self._cache)
+
     def lookup(self, address: str) -> AddressSpec | None:
         """Return the best-matching configured address, or None.
 

@@ -174,6 +174,27 @@ class Addresses:
         """An interior router's ``H<edge-id>`` record of an edge attached to it."""
         return self.record("H" + edge_id, f"_edge/{edge_id}", Distribution.BALANCED, None)
 
+    def forget(self, record: AddressRecord) -> None:
+        """Drop what the lookup caches hold for a freed record's address.
+
+        Both caches (``key_of``'s and the address table's) are bounded, but a
+        router whose clients keep making dynamic addresses (a requester's
+        reply-to each session) would otherwise fill them with addresses no
+        message will name again, one a few hundred bytes, over hours on a
+        router that sees few of them (docs/reliability.md#what-grows)."""
+        address = record.address
+        self._key_cache.pop(address, None)
+        key = record.key
+        if key[:1] == "M" and key[1:2] != "0":
+            phase = FALLBACK_PHASE if key[1:2] == "F" else int(key[1:2])
+            self._key_cache.pop(f"{phase}:{address}", None)
+        self.table.forget(address)
+
+    @property
+    def cached(self) -> int:
+        """How many lookups the two caches hold (``key_of``'s and the table's)."""
+        return len(self._key_cache) + self.table.cached
+
     def key_of(self, to: str, phase: int = 0) -> str | None:
         """The routing key a message for ``to`` at ``phase`` goes to, or None
         (an address no router routes, a phase no router sends); cached."""

@@ -246,6 +246,7 @@ class Router:
         for rec in pair:
             if self.records.get(rec.key) is rec:
                 del self.records[rec.key]
+                self.addresses.forget(rec)
                 log.debug("address record %s freed", rec)
                 if rec.key[0] in LINK_ROUTE_CLASSES:
                     self.link_routing.forget(rec.key)

@@ -129,6 +129,19 @@ def test_cache_is_bounded() -> None:
     assert set(table._cache) == {"b.8", "a.9", "b.9"}
 
 
+def test_a_forgotten_lookup_is_dropped_and_asked_again() -> None:
+    table = AddressTable()
+    spec = AddressSpec(prefix="a")
+    table.add(spec)
+    assert table.lookup("a.1") is spec and table.lookup("a.2") is spec
+    assert table.cached == 2
+    table.forget("a.1")
+    table.forget("never.asked")
+    assert table.cached == 1
+    assert table.lookup("a.1") is spec
+    assert table.cached == 2
+
+
 def test_repr_is_short() -> None:
     table = AddressTable()
     table.add(AddressSpec(prefix="a"))

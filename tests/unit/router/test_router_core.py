@@ -92,6 +92,35 @@ def test_records_are_freed_when_unused() -> None:
     assert router.records == {}
 
 
+def test_a_freed_dynamic_address_leaves_nothing_in_the_lookup_caches() -> None:
+    """A requester's reply address each session: the lookups of messages sent
+    to it are cached while it lives and forgotten with its record, so a
+    thousand sessions leave the caches as they were (docs/reliability.md#what-grows)."""
+    router = make_router()
+    sender = attach_sender(router, conn(9), "orders").link
+    attach_receiver(router, conn(8), "orders")
+    router.lookup("orders")
+    before = router.addresses.cached
+    for n in range(1000):
+        reply, _ = attach_receiver(router, conn(n + 10), None, dynamic=True)
+        assert router.lookup(reply.address or "") is reply.link.record
+        assert router.addresses.cached > before
+        router.link_detached(reply.link)
+    assert router.addresses.cached == before
+    assert router.lookup("orders") is not None and not sender.blocked
+
+
+def test_a_freed_waypoint_record_forgets_its_phased_lookup() -> None:
+    router = make_router(AddressSpec(prefix="queue", waypoint=True))
+    receiver, _ = attach_receiver(router, conn(), "queue.a")
+    record = rec(receiver)
+    phase = int(record.key[1])
+    assert phase != 0
+    assert router.lookup("queue.a", phase) is record
+    router.link_detached(receiver.link)
+    assert router.addresses.cached == 0
+
+
 def test_treatment_comes_from_best_matching_address_config() -> None:
     router = make_router(AddressSpec(prefix="mc", distribution=Distribution.MULTICAST),
                          AddressSpec(pattern="mc.*.closest", distribution=Distribution.CLOSEST))
