@@ -143,6 +143,25 @@ class Conn:
         lib.pn_decref(self.cptr)
 
 
+class Ended:
+    """What the core's record of a torn-down connection keeps as its handle
+    in place of the ``Conn``: the two referred to each other, so reference
+    counting could not free either, nor the links and transfers they hold,
+    until Python's full collection ran (docs/reliability.md#connections-that-end).
+    Closed, with what is still read of a closed connection: its policy grant
+    and peer (a late oversized message) and its holds (a streamed copy's
+    producer, ``router.adapter.forwarding.streaming``)."""
+
+    __slots__ = ("grant", "holds", "peer")
+
+    closed = True
+
+    def __init__(self, conn: Conn) -> None:
+        self.grant = conn.grant
+        self.holds = conn.holds
+        self.peer = conn.peer
+
+
 def symbols(*names: str) -> list[Any]:
     return [symbol(n) for n in names]
 
@@ -300,5 +319,6 @@ def token(length: int = 15) -> str:
     return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
 
 
-__all__ = ["Conn", "Connector", "Listener", "OpenFrames", "Settings", "failover_server_list",
-           "open_properties", "peer_offers", "remote_properties", "symbols", "token"]
+__all__ = ["Conn", "Connector", "Ended", "Listener", "OpenFrames", "Settings",
+           "failover_server_list", "open_properties", "peer_offers", "remote_properties",
+           "symbols", "token"]
