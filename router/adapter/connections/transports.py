@@ -30,6 +30,7 @@ from router.adapter.connections.settings import (
 from router.adapter.connections.state import (
     Conn,
     Connector,
+    Ended,
     OpenFrames,
     Settings,
 )
@@ -430,7 +431,9 @@ class Transports:
         self.dirty.add(conn)
 
     def release(self, conn: Conn) -> None:
-        """Forget a torn-down connection and close its socket."""
+        """Forget a torn-down connection and close its socket; the core's
+        record keeps an ``Ended`` in its place (no cycle left between them)."""
+        conn.core.handle = Ended(conn)
         self.loop.remove(conn.fd)
         conn.sock.close()
         del self.conns[conn.fd]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from router.adapter.connections.connectors import Connectors
-from router.adapter.connections.state import Conn, Ended
+from router.adapter.connections.state import Conn
 from router.adapter.connections.transports import Transports
 from router.adapter.endpoints.attaching import Attaching
 from router.adapter.endpoints.links import Departures
@@ -190,7 +190,6 @@ class Teardown:
         connector = conn.connector
         if connector is not None and connector.conn is conn:
             self.connectors.connection_lost(connector, opened=conn.opened)
-        core.handle = Ended(conn)  # frees both by reference counting: no cycle left
 
 
 __all__ = ["EndpointEvents", "Teardown"]
