@@ -1,28 +1,29 @@
 """Two routers joined over a link that loses packets, or is slow, or both
 (docs/reliability.md#lossy-and-slow-links).
 
-The far router runs in a network namespace of its own, joined to this one
-by a veth pair; its inter-router listener is on the veth, its clients'
-listener on the namespace's loopback.  What the link does:
+The far router runs in a network namespace of its own; its clients'
+listener is on the namespace's loopback.  The two routers are joined one
+of two ways:
 
-- ``loss``: a share of the packets that cross the veth, each way, dropped
-  at random (nftables' ``numgen random`` in the namespace; TCP sends them
-  again, as over a lossy WAN);
-- ``rate``: the veth's bandwidth in Mbit/s each way (``tc`` token bucket);
-- ``delay``: milliseconds added each way by a relay this process runs on
-  the near side, which holds each chunk of bytes for that long before
-  passing it on.
-
-This kernel has no ``netem`` qdisc (``tc qdisc add ... netem`` is refused),
-so loss is nftables' and delay the relay's: a delay of the byte stream, not
-of each packet, so neither jitter nor reordering is modelled.
+- a veth pair, for a link that only drops packets or is only narrow:
+  ``loss``, a share of the packets that cross it each way dropped at random
+  (nftables' ``numgen random`` in the namespace; TCP sends them again, as
+  over a lossy WAN), and ``rate``, its bandwidth in Mbit/s each way
+  (``tc`` token bucket);
+- the wire (bench.wire), for a link that delays packets: a pair of TUN
+  devices with a process between them that does to each packet what
+  Linux's ``netem`` would (this kernel has no ``netem`` qdisc): ``loss``,
+  ``delay`` each way, ``jitter`` (each packet's delay drawn within
+  +/- that, so packets overtake each other), ``reorder`` (a share sent at
+  once, ahead of those held) and ``rate``, behind a queue of 1,000 packets.
 
     python -m bench.lossy [--count N] [--qdrouterd PATH] [--out DIR]
 
 runs an at-least-once flow (the load generator's hop-send on the near
 router to hop-recv on the far one, 100 B unsettled) over each link and
-prints throughput, latency and every delivery's outcome for each router.
-Needs root, ``ip`` and ``nft`` (Debian's iproute2 and nftables).
+prints throughput, latency and every delivery's outcome for each router,
+and for the wire what it did to the packets.  Needs root, ``ip`` and
+``nft`` (Debian's iproute2 and nftables) and ``/dev/net/tun``.
 """
 
 from __future__ import annotations
@@ -32,13 +33,12 @@ import contextlib
 import json
 import os
 import shutil
-import socket
+import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ import attrs
 
 from bench.build import build
 from bench.processes import HOP, Flavour, RouterProcess, finish, qdrouterd, start
+from bench.wire import open_tun
 
 #: Inter-router port of the far router, inside its namespace.
 FAR_PORT = 25672
@@ -58,7 +59,14 @@ class Impairment:
     name: str
     loss: float = 0.0  # share of packets dropped each way, 0 to 1
     rate_mbit: float | None = None
-    delay_ms: float = 0.0
+    delay_ms: float = 0.0  # each way
+    jitter_ms: float = 0.0  # each packet's delay within +/- this
+    reorder: float = 0.0  # share of packets sent at once, ahead of those delayed
+
+    @property
+    def per_packet(self) -> bool:
+        """Whether the link must hold packets (the wire), not only drop them (the veth)."""
+        return bool(self.delay_ms or self.jitter_ms or self.reorder)
 
 
 def unavailable() -> str | None:
@@ -68,6 +76,10 @@ def unavailable() -> str | None:
     for tool in ("ip", "nft", "tc"):
         if shutil.which(tool) is None:
             return f"no {tool} (apt-get install iproute2 nftables)"
+    try:
+        os.close(open_tun(f"hwprobe{os.getpid()}"[:15]))
+    except OSError as exc:
+        return f"cannot make a TUN device (/dev/net/tun): {exc}"
     name = f"hopprobe{os.getpid()}"[:15]
     made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if made.returncode != 0:
@@ -128,7 +140,7 @@ class Namespace:
         return ["ip", "netns", "exec", self.name, *argv]
 
     def impair(self, how: Impairment) -> None:
-        """Loss and rate on the veth, replacing what was there (delay is the relay's)."""
+        """Loss and rate on the veth, replacing what was there (the wire does the rest)."""
         subprocess.run(self.command(["nft", "delete", "table", "inet", "hoplossy"]),
                        capture_output=True)
         for dev, where in ((self._near_dev, ()), (self._far_dev, tuple(self.command([])))):
@@ -152,100 +164,38 @@ class Namespace:
 
 
 @dataclass
-class DelayRelay:
-    """Accepts on this side's loopback and passes each connection's bytes to
-    ``target`` and back, each chunk held ``delay_s`` before it goes on."""
+class Wire:
+    """bench.wire between this namespace and ``ns``, doing ``how`` to each
+    packet: ``near`` is this side's address on it, ``far`` the namespace's;
+    ``counts`` what it did, once it has stopped."""
 
-    target: tuple[str, int]
-    delay_s: float
-    host: str = "127.0.0.1"
-    port: int = 0
-    _server: socket.socket | None = None
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
+    near: str
+    far: str
+    counts: dict[str, Any]
 
-    def __enter__(self) -> DelayRelay:
-        server = socket.socket()
-        server.bind((self.host, 0))
-        server.listen(16)
-        server.settimeout(0.2)
-        self._server = server
-        self.port = server.getsockname()[1]
-        self._spawn(self._accept)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(5)
-        if self._server is not None:
-            self._server.close()
-
-    def _spawn(self, target: Any, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _accept(self) -> None:
-        assert self._server is not None
-        while not self._stop.is_set():
-            try:
-                near, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            try:
-                far = socket.create_connection(self.target, timeout=10)
-            except OSError:  # the far side is not listening yet: the dialler tries again
-                near.close()
-                continue
-            for a, b in ((near, far), (far, near)):
-                a.settimeout(0.2)
-                self._spawn(self._pass, a, b)
-
-    def _pass(self, source: socket.socket, sink: socket.socket) -> None:
-        """Read from ``source``; each chunk leaves for ``sink`` ``delay_s`` after it came."""
-        held: list[tuple[float, bytes]] = []
-        lock = threading.Condition()
-        done = threading.Event()
-
-        def writer() -> None:
-            while True:
-                with lock:
-                    while not held and not done.is_set():
-                        lock.wait(0.2)
-                    if not held:
-                        if done.is_set():
-                            with contextlib.suppress(OSError):
-                                sink.shutdown(socket.SHUT_WR)
-                            return
-                        continue
-                    due, data = held[0]
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                with lock:
-                    held.pop(0)
-                try:
-                    sink.sendall(data)
-                except OSError:
-                    return
-
-        self._spawn(writer)
-        while not self._stop.is_set():
-            try:
-                data = source.recv(1 << 16)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not data:
-                break
-            with lock:
-                held.append((time.monotonic() + self.delay_s, data))
-                lock.notify()
-        with lock:
-            done.set()
-            lock.notify()
+    @classmethod
+    @contextlib.contextmanager
+    def made(cls, ns: Namespace, how: Impairment) -> Iterator[Wire]:
+        net = f"10.232.{os.getpid() % 250}"
+        wire = cls(near=f"{net}.1", far=f"{net}.2", counts={})
+        argv = [sys.executable, "-m", "bench.wire", "--netns", ns.name, "--near", wire.near,
+                "--far", wire.far, "--loss", str(how.loss), "--delay-ms", str(how.delay_ms),
+                "--jitter-ms", str(how.jitter_ms), "--reorder", str(how.reorder)]
+        if how.rate_mbit:
+            argv += ["--rate-mbit", str(how.rate_mbit)]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        try:
+            if proc.stdout.readline().strip() != "ready":
+                proc.wait(10)
+                why = proc.stderr.read().strip() if proc.stderr else ""
+                raise RuntimeError(f"bench.wire did not start: {why}")
+            yield wire
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=10)
+            if out.strip():
+                wire.counts.update(json.loads(out.strip().splitlines()[-1]))
 
 
 _CLIENTS = ("listener {{\n    host: 127.0.0.1\n    port: {port}\n"
@@ -276,18 +226,14 @@ def flow(ns: Namespace, flavour: Flavour, how: Impairment, count: int, *, edge: 
     the far router over the impaired link (``edge``: the far router is an
     edge router of the near one): the sender's outcomes and the receiver's
     figures."""
-    ns.impair(how)
+    ns.impair(Impairment("clean") if how.per_packet else how)
     bins = build()
-    delay_s = how.delay_ms / 1000
-    if edge:  # the far router dials the near one, through a relay on the veth's near side
-        listen_host = "127.0.0.1" if delay_s else ns.near
-        relay = DelayRelay((listen_host, FAR_PORT), delay_s, host=ns.near) if delay_s else None
-    else:  # the near router dials the far one, through a relay on this side's loopback
-        listen_host = ns.far
-        relay = DelayRelay((ns.far, FAR_PORT), delay_s) if delay_s else None
-    with relay if relay is not None else contextlib.nullcontext():
-        dial = (relay.host, relay.port) if relay is not None \
-            else (ns.near if edge else ns.far, FAR_PORT)
+    with Wire.made(ns, how) if how.per_packet else contextlib.nullcontext() as wire:
+        near_host, far_host = (wire.near, wire.far) if wire is not None else (ns.near, ns.far)
+        if edge:  # the far router dials the near one
+            listen_host, dial = near_host, (near_host, FAR_PORT)
+        else:
+            listen_host, dial = far_host, (far_host, FAR_PORT)
         near_conf, far_conf = _confs(flavour, edge, dial, listen_host)
         inside = attrs.evolve(flavour, command=tuple(ns.command(flavour.command)))
         near = RouterProcess(near_conf, name="near", flavour=flavour)
@@ -308,12 +254,17 @@ def flow(ns: Namespace, flavour: Flavour, how: Impairment, count: int, *, edge: 
             "accepted": sent["accepted"], "released": sent["released"],
             "rejected": sent["rejected"], "modified": sent["modified"],
             "received": received["received"], "rate": sent["rate"],
-            "latency_us": received["latency_us"]}
+            "latency_us": received["latency_us"],
+            "wire": wire.counts if wire is not None else None}
 
 
 LINKS = (Impairment("clean"), Impairment("loss 1%", loss=0.01),
          Impairment("loss 5%", loss=0.05), Impairment("delay 100 ms", delay_ms=100.0),
-         Impairment("loss 1%, 100 ms, 100 Mbit/s", loss=0.01, delay_ms=100.0, rate_mbit=100.0))
+         Impairment("loss 1%, 100 ms, 100 Mbit/s", loss=0.01, delay_ms=100.0, rate_mbit=100.0),
+         Impairment("20 ms +/- 10 ms jitter", delay_ms=20.0, jitter_ms=10.0),
+         Impairment("20 ms, 25% reordered", delay_ms=20.0, reorder=0.25),
+         Impairment("loss 5%, 50 +/- 20 ms, 10% reordered", loss=0.05, delay_ms=50.0,
+                    jitter_ms=20.0, reorder=0.10))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,9 +288,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 lat = row["latency_us"]
                 lost = row["sent"] - row["received"]
-                print(f"{how.name:<30} {flavour.name:<10} {row['rate']:>9.0f} msg/s  "
+                print(f"{how.name:<38} {flavour.name:<10} {row['rate']:>9.0f} msg/s  "
                       f"p50 {lat['p50'] / 1000:8.1f} ms  p99 {lat['p99'] / 1000:8.1f} ms  "
                       f"accepted {row['accepted']}/{row['sent']}, lost {lost}", flush=True)
+                if row["wire"]:
+                    print(" " * 39 + "wire, each way: " + "; ".join(
+                        ", ".join(f"{k} {v}" for k, v in row["wire"][way].items())
+                        for way in ("out", "back")), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "lossy.json").write_text(json.dumps(rows, indent=1))
     bad = [r for r in rows if r["accepted"] != r["sent"] or r["received"] != r["sent"]]
