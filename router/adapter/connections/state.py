@@ -77,8 +77,8 @@ class Conn:
     ``free`` gives both back to proton when the connection is released.
     """
 
-    __slots__ = ("authz", "closed", "connector", "core", "cost", "cptr", "deadline", "fd",
-                 "grant",
+    __slots__ = ("authz", "closed", "connector", "core", "cost", "cptr", "deadline",
+                 "failure_logged", "fd", "grant",
                  "holds", "internal", "opened",
                  "peer", "protocol_trace", "settings", "sock", "ssl", "started",
                  "tptr", "tracing", "user", "want_write", "ws")
@@ -115,6 +115,9 @@ class Conn:
         self.cptr = cptr
         self.peer = peer
         self.want_write = False
+        #: Whether this connection's failure was logged: a peer that vanishes
+        #: fails the read, the write and the transport in turn, and is logged once.
+        self.failure_logged = False
         self.closed = False
         self.opened = False
         self.started = now

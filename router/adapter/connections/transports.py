@@ -240,7 +240,9 @@ class Transports:
         self.loop.modify(conn.fd, (0 if conn.holds else READ) | (WRITE if conn.want_write else 0))
 
     def socket_failed(self, conn: Conn, exc: OSError) -> None:
-        log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id, conn.peer, exc)
+        if not conn.failure_logged:
+            conn.failure_logged = True
+            log.info("[C%d] Connection from %s failed: %s", conn.core.conn_id, conn.peer, exc)
         lib.pn_transport_close_tail(conn.tptr)
         lib.pn_transport_close_head(conn.tptr)
         self.dirty.add(conn)

@@ -207,8 +207,10 @@ class Opening:
         if conn is None:
             return
         why = remote_condition(lib.pn_transport_condition(conn.tptr))
-        server_log.info("[C%d] Connection %s %s failed: %s", conn.core.conn_id,
-                        "from" if conn.connector is None else "to", conn.peer, why)
+        if not conn.failure_logged:
+            conn.failure_logged = True
+            server_log.info("[C%d] Connection %s %s failed: %s", conn.core.conn_id,
+                            "from" if conn.connector is None else "to", conn.peer, why)
         if isinstance(conn.grant, Grant) and conn.grant.group is not None \
                 and "above negotiated channel_max" in why:
             # More sessions than the group's maxSessions allow.
